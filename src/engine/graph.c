@@ -1,0 +1,397 @@
+/* Shape inference over the whole graph, the activation memory plan
+ * (buffers reused by liveness, one arena), parameter layout and
+ * initialisation, and forward execution. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/graph.h"
+
+#define ALIGN 64
+
+static size_t align_up(size_t x)
+{
+	return (x + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+void dl_graph_free(struct dl_graph *g)
+{
+	if (!g)
+		return;
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct dl_node *n = &g->nodes[i];
+		free((char *)n->scope);
+		free(n->hp);
+		free(n->params);
+		free(n->priv);
+		free(n->in);
+	}
+	free(g->nodes);
+	free(g->values);
+	for (int i = 0; i < g->n_inputs; i++) {
+		free(g->inputs[i].name);
+		for (int k = 0; k < DL_MAX_DIMS; k++)
+			free(g->inputs[i].sym[k]);
+	}
+	free(g->inputs);
+	free(g->outputs);
+	for (int i = 0; i < g->n_outputs; i++)
+		free(g->output_names ? g->output_names[i] : NULL);
+	free(g->output_names);
+	for (int i = 0; i < g->n_rows; i++) {
+		free(g->rows[i].scope);
+		free(g->rows[i].label);
+	}
+	free(g->rows);
+	for (int i = 0; i < g->n_syms; i++)
+		free(g->sym_names[i]);
+	free(g->sym_names);
+	free(g->sym_vals);
+	free(g->param_block);
+	free(g->grad_block);
+	free(g->arena);
+	free(g->ws);
+	free(g->tin);
+	for (int i = 0; i < g->n_train; i++) {
+		free(g->train[i].key);
+		free(g->train[i].val);
+	}
+	free(g->train);
+	free(g->file);
+	free(g->name);
+	free(g->weights);
+	free(g);
+}
+
+static int sym_index(struct dl_graph *g, const char *name)
+{
+	for (int i = 0; i < g->n_syms; i++)
+		if (strcmp(g->sym_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+/* "[N, T, 64]" for messages. */
+static void spec_str(const struct dl_input_spec *s, char *buf, size_t size)
+{
+	size_t used = (size_t)snprintf(buf, size, "[N");
+	for (int k = 0; k < s->ndim && used < size; k++) {
+		if (s->sym[k])
+			used += (size_t)snprintf(buf + used, size - used, ", %s", s->sym[k]);
+		else
+			used += (size_t)snprintf(buf + used, size - used, ", %lld",
+						 (long long)s->d[k]);
+	}
+	if (used < size)
+		snprintf(buf + used, size - used, "]");
+}
+
+static int bind_inputs(struct dl_graph *g, const struct dl_shape *in,
+		       struct dl_error *err)
+{
+	for (int i = 0; i < g->n_syms; i++)
+		g->sym_vals[i] = -1;
+	for (int i = 0; i < g->n_inputs; i++) {
+		const struct dl_input_spec *s = &g->inputs[i];
+		char want[256], got[256];
+		spec_str(s, want, sizeof want);
+		dl_shape_str(&in[i], got, sizeof got);
+		if (in[i].ndim != s->ndim + 1 || dl_shape_numel(&in[i]) < 0)
+			return dl_error_set(err, DL_EINPUT,
+				"input '%s' has shape %s; the model needs %s (%s:%d:%d)",
+				s->name, got, want, g->file, s->line, s->col);
+		for (int k = 0; k < s->ndim; k++) {
+			int64_t have = in[i].d[k + 1];
+			if (s->sym[k]) {
+				int si = sym_index(g, s->sym[k]);
+				if (g->sym_vals[si] < 0) {
+					g->sym_vals[si] = have;
+				} else if (g->sym_vals[si] != have) {
+					return dl_error_set(err, DL_EINPUT,
+						"input '%s' has shape %s, but %s is %lld from an "
+						"earlier input; the model needs %s (%s:%d:%d)",
+						s->name, got, s->sym[k],
+						(long long)g->sym_vals[si], want, g->file,
+						s->line, s->col);
+				}
+			} else if (have != s->d[k]) {
+				return dl_error_set(err, DL_EINPUT,
+					"input '%s' has shape %s; the model needs %s (%s:%d:%d)",
+					s->name, got, want, g->file, s->line, s->col);
+			}
+		}
+		g->values[i].shape = in[i];
+	}
+	return 0;
+}
+
+static int layout_params(struct dl_graph *g, struct dl_error *err)
+{
+	size_t total = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			size_t c = (size_t)dl_shape_numel(&g->nodes[i].params[k].shape);
+			if (total > SIZE_MAX / 8 - c)
+				return dl_error_set(err, DL_EINPUT, "%s: the model's parameters are too large",
+						    g->file);
+			total += c;
+		}
+	g->param_block = calloc(total ? total : 1, sizeof(float));
+	if (!g->param_block)
+		return dl_error_set(err, DL_ERUN, "out of memory for %zu parameters", total);
+	g->n_param_floats = total;
+	size_t off = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			struct dl_param *p = &g->nodes[i].params[k];
+			p->data = g->param_block + off;
+			off += (size_t)dl_shape_numel(&p->shape);
+		}
+	g->params_ready = 1;
+	return 0;
+}
+
+int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
+		   struct dl_error *err)
+{
+	g->shapes_ready = 0;
+	int rc = bind_inputs(g, in, err);
+	if (rc)
+		return rc;
+	struct dl_shape *ins = NULL;
+	int ins_cap = 0;
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct dl_node *n = &g->nodes[i];
+		if (n->n_in > ins_cap) {
+			struct dl_shape *t = realloc(ins, (size_t)n->n_in * sizeof *t);
+			if (!t) {
+				free(ins);
+				return dl_error_set(err, DL_ERUN, "out of memory");
+			}
+			ins = t;
+			ins_cap = n->n_in;
+		}
+		for (int k = 0; k < n->n_in; k++)
+			ins[k] = g->values[n->in[k]].shape;
+		int before = n->n_params;
+		struct dl_shape out;
+		memset(&out, 0, sizeof out);
+		n->macs = 0;
+		rc = n->op->infer(n, ins, &out, err);
+		if (rc == 0 && g->params_ready && n->n_params != before)
+			rc = dl_node_error(err, n, -1, "internal: parameters changed after layout");
+		if (rc == 0 && (out.ndim < 1 || out.ndim > DL_MAX_DIMS || dl_shape_numel(&out) < 0))
+			rc = dl_node_error(err, n, -1, "the output would be too large");
+		if (rc) {
+			free(ins);
+			return rc < 0 ? rc : DL_EINPUT;
+		}
+		g->values[n->out].shape = out;
+	}
+	free(ins);
+	if (!g->params_ready && (rc = layout_params(g, err)) != 0)
+		return rc;
+	g->shapes_ready = 1;
+	return 0;
+}
+
+/* ---- the memory plan ---- */
+
+struct block {
+	size_t off, size;
+	int value;
+};
+
+/* First fit among the gaps between live blocks (kept sorted by offset). */
+static size_t place(struct block *live, int *n_live, int value, size_t size)
+{
+	size_t off = 0;
+	int at = 0;
+	for (; at < *n_live; at++) {
+		if (live[at].off >= off + size)
+			break;
+		size_t end = live[at].off + live[at].size;
+		if (end > off)
+			off = end;
+	}
+	memmove(&live[at + 1], &live[at], (size_t)(*n_live - at) * sizeof *live);
+	live[at] = (struct block){off, size, value};
+	(*n_live)++;
+	return off;
+}
+
+static void release(struct block *live, int *n_live, int value)
+{
+	for (int i = 0; i < *n_live; i++)
+		if (live[i].value == value) {
+			memmove(&live[i], &live[i + 1],
+				(size_t)(*n_live - i - 1) * sizeof *live);
+			(*n_live)--;
+			return;
+		}
+}
+
+int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err)
+{
+	if (!g->shapes_ready)
+		return dl_error_set(err, DL_ERUN, "internal: plan before shape inference");
+	g->keep_all = keep_all;
+	for (int v = 0; v < g->n_values; v++) {
+		g->values[v].last_use = -1;
+		g->values[v].bytes = align_up((size_t)dl_shape_numel(&g->values[v].shape) * sizeof(float));
+	}
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_in; k++)
+			g->values[g->nodes[i].in[k]].last_use = i;
+
+	struct block *live = malloc((size_t)(g->n_values + 1) * sizeof *live);
+	if (!live)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	int n_live = 0, max_in = 1;
+	size_t top = 0, ws = 0;
+	g->act_bytes = 0;
+	size_t live_bytes = 0;
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct dl_node *n = &g->nodes[i];
+		struct dl_value *out = &g->values[n->out];
+		out->offset = place(live, &n_live, n->out, out->bytes);
+		live_bytes += out->bytes;
+		if (live_bytes > g->act_bytes)
+			g->act_bytes = live_bytes;
+		if (out->offset + out->bytes > top)
+			top = out->offset + out->bytes;
+		if (n->ws_bytes > ws)
+			ws = n->ws_bytes;
+		if (n->n_in > max_in)
+			max_in = n->n_in;
+		if (keep_all)
+			continue;
+		/* inputs that die here, and an output nobody reads */
+		for (int k = 0; k < n->n_in; k++) {
+			int v = n->in[k];
+			if (v >= g->n_inputs && g->values[v].last_use == i &&
+			    !g->values[v].pinned && g->values[v].producer >= 0) {
+				int dup = 0;
+				for (int j = 0; j < k; j++)
+					dup |= n->in[j] == v;
+				if (!dup) {
+					release(live, &n_live, v);
+					live_bytes -= g->values[v].bytes;
+				}
+			}
+		}
+		if (out->last_use < 0 && !out->pinned) {
+			release(live, &n_live, n->out);
+			live_bytes -= out->bytes;
+		}
+	}
+	free(live);
+
+	if (top + ALIGN > g->arena_cap) {
+		free(g->arena);
+		g->arena_cap = top + ALIGN;
+		g->arena = aligned_alloc(ALIGN, align_up(g->arena_cap));
+		if (!g->arena) {
+			g->arena_cap = 0;
+			return dl_error_set(err, DL_ERUN, "out of memory for %zu bytes of activations", top);
+		}
+	}
+	g->arena_bytes = top;
+	if (ws > g->ws_cap) {
+		free(g->ws);
+		g->ws = aligned_alloc(ALIGN, align_up(ws));
+		if (!g->ws) {
+			g->ws_cap = 0;
+			return dl_error_set(err, DL_ERUN, "out of memory for %zu bytes of workspace", ws);
+		}
+		g->ws_cap = ws;
+	}
+	g->ws_bytes = ws;
+	if (max_in > g->tin_cap) {
+		free(g->tin);
+		g->tin = calloc((size_t)max_in, sizeof *g->tin);
+		if (!g->tin)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+		g->tin_cap = max_in;
+	}
+	for (int v = g->n_inputs; v < g->n_values; v++)
+		g->values[v].data = (float *)(g->arena + g->values[v].offset);
+	return 0;
+}
+
+void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
+{
+	for (int i = 0; i < g->n_inputs; i++)
+		g->values[i].data = in[i];
+	ctx->ws = g->ws;
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct dl_node *n = &g->nodes[i];
+		for (int k = 0; k < n->n_in; k++) {
+			g->tin[k].shape = g->values[n->in[k]].shape;
+			g->tin[k].data = g->values[n->in[k]].data;
+		}
+		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
+		n->op->forward(n, g->tin, &out, ctx);
+	}
+}
+
+/* ---- parameters ---- */
+
+char *dl_param_key(const struct dl_node *n, const struct dl_param *p,
+		   char *buf, size_t size)
+{
+	snprintf(buf, size, "%s.%s", n->scope, p->name);
+	return buf;
+}
+
+struct dl_param *dl_graph_param(struct dl_graph *g, const char *key,
+				struct dl_node **node)
+{
+	char buf[512];
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			struct dl_param *p = &g->nodes[i].params[k];
+			if (strcmp(dl_param_key(&g->nodes[i], p, buf, sizeof buf), key) == 0) {
+				if (node)
+					*node = &g->nodes[i];
+				return p;
+			}
+		}
+	return NULL;
+}
+
+void dl_graph_init_params(struct dl_graph *g, uint64_t seed)
+{
+	struct dl_rng rng;
+	dl_rng_seed(&rng, seed);
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			struct dl_param *p = &g->nodes[i].params[k];
+			int64_t c = dl_shape_numel(&p->shape);
+			for (int64_t j = 0; j < c; j++) {
+				double x = 0;
+				switch (p->init) {
+				case DL_INIT_ZEROS:
+					x = 0;
+					break;
+				case DL_INIT_ONES:
+					x = 1;
+					break;
+				case DL_INIT_CONST:
+					x = p->init_arg;
+					break;
+				case DL_INIT_UNIFORM:
+					x = (2 * dl_rng_uniform(&rng) - 1) * p->init_arg;
+					break;
+				case DL_INIT_UNIFORM01:
+					x = p->init_arg + dl_rng_uniform(&rng) * (p->init_arg2 - p->init_arg);
+					break;
+				case DL_INIT_NORMAL:
+					x = dl_rng_normal(&rng) * p->init_arg;
+					break;
+				}
+				p->data[j] = (float)x;
+			}
+		}
+}

@@ -1,0 +1,119 @@
+/* The graph: op nodes in execution order, the values they pass, shape
+ * inference over the whole graph, the memory plan, and execution. The
+ * loader (src/model) builds it; verbs run it. */
+#ifndef DL_GRAPH_H
+#define DL_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/op.h"
+
+struct dl_value {
+	struct dl_shape shape;
+	float *data;       /* set by dl_graph_plan (arena) or dl_graph_forward
+	                    * (model inputs: the caller's buffers) */
+	int producer;      /* node index; -1 for a model input */
+	int last_use;      /* last node reading it, for buffer reuse */
+	int pinned;        /* a model output: kept to the end */
+	size_t offset;     /* in the arena */
+	size_t bytes;
+};
+
+struct dl_input_spec {
+	char *name;
+	int ndim;                    /* per-sample rank (batch excluded) */
+	int64_t d[DL_MAX_DIMS];      /* fixed sizes; -1 where symbolic */
+	char *sym[DL_MAX_DIMS];      /* symbolic names, or NULL */
+	int is_int;                  /* dtype: int (token ids) */
+	int line, col;
+};
+
+/* One row of `dlrun summary`: an entry of the model file. A composite's
+ * row covers nodes [first, last]; an op's row is one node. */
+struct dl_row {
+	char *scope;       /* full scope, "4.0" */
+	char *label;       /* the entry's own scope, shown indented */
+	const char *kind;  /* op name or composite kind */
+	int depth;
+	int first, last;   /* node range; last < first for an empty body */
+	int value;         /* the entry's output value */
+};
+
+/* A `train:` default of the model file, kept as text for the train verb. */
+struct dl_kv {
+	char *key, *val;
+	int line, col;
+};
+
+struct dl_graph {
+	char *file;                  /* model file path, for messages */
+	char *name;                  /* `name:` key, or NULL */
+	char *weights;               /* `weights:` resolved against the model
+	                              * file's directory, or NULL */
+
+	int n_nodes;
+	struct dl_node *nodes;
+	int n_values;
+	struct dl_value *values;     /* values [0, n_inputs) are the inputs */
+	int n_inputs;
+	struct dl_input_spec *inputs;
+	int n_outputs;
+	int *outputs;                /* value ids */
+	char **output_names;
+	int n_rows;
+	struct dl_row *rows;
+
+	int n_syms;                  /* symbolic sizes and their bindings */
+	char **sym_names;
+	int64_t *sym_vals;           /* -1 while unbound */
+
+	/* Parameters: one block, laid out in node order on the first
+	 * successful inference. */
+	int params_ready;
+	size_t n_param_floats;
+	float *param_block;
+	float *grad_block;           /* NULL until training asks for it */
+
+	/* Memory plan for the current shapes. */
+	int shapes_ready;
+	int keep_all;                /* training: every value kept */
+	char *arena;
+	size_t arena_bytes, arena_cap;
+	size_t act_bytes;            /* peak bytes of live activations */
+	void *ws;
+	size_t ws_bytes, ws_cap;
+	struct dl_tensor *tin;       /* input views for one node call */
+	int tin_cap;
+
+	int n_train;
+	struct dl_kv *train;
+};
+
+/* Frees everything the graph owns; NULL-safe. */
+void dl_graph_free(struct dl_graph *g);
+
+/* Shape inference over the whole graph for the given model input shapes
+ * (full shapes, batch first): binds symbolic sizes, runs every op's infer,
+ * declares parameters (laid out on the first call). Nothing is computed. */
+int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
+		   struct dl_error *err);
+/* Lays out activations for the shapes of the last dl_graph_infer, reusing
+ * buffers by liveness (all kept when keep_all), and allocates the arena and
+ * workspace (grown, never shrunk). */
+int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err);
+/* Runs every node. in[i] holds model input i in the inferred shape.
+ * Outputs are then in g->values[g->outputs[k]]. */
+void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx);
+
+/* Finds parameter `key` ("3.weight"); returns it or NULL. */
+struct dl_param *dl_graph_param(struct dl_graph *g, const char *key,
+				struct dl_node **node);
+/* Writes "SCOPE.NAME" into buf; returns buf. */
+char *dl_param_key(const struct dl_node *n, const struct dl_param *p,
+		   char *buf, size_t size);
+/* Fills every parameter and buffer with its op's default initialisation,
+ * deterministically from seed. */
+void dl_graph_init_params(struct dl_graph *g, uint64_t seed);
+
+#endif

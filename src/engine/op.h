@@ -1,0 +1,188 @@
+/* What an op sees: its descriptor, its node (hyperparameters, parameters,
+ * shapes), and the run context. Ops never see files, YAML or the command
+ * line. Adding an op: one `const struct dl_op_desc`, one line in its family's
+ * NULL-terminated array (src/ops/<family>.c), one test. */
+#ifndef DL_OP_H
+#define DL_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "engine/tensor.h"
+
+/* ---- hyperparameters: declared as data, read by one generic routine ---- */
+
+enum dl_hp_type {
+	DL_HP_INT,     /* decimal integer */
+	DL_HP_FLOAT,   /* any number */
+	DL_HP_BOOL,    /* true / false */
+	DL_HP_ENUM,    /* one of `choices`, "a|b|c"; value.i is the index */
+	DL_HP_INTS,    /* an integer or a flat list of integers */
+	DL_HP_FLOATS,  /* a number or a flat list of numbers */
+	DL_HP_PADDING, /* int, flat list, "same", "valid", or [[b, a], ...] */
+	DL_HP_ENTRIES, /* a list of model entries (a sub-model, e.g. an expert) */
+};
+
+enum {
+	DL_HP_REQUIRED = 1 << 0, /* no default: the model file must give it */
+	DL_HP_DERIVED = 1 << 1,  /* default follows from other values; `def` is
+	                          * only shown (e.g. "kernel_size"); value.set
+	                          * tells whether the file gave one */
+	DL_HP_NONNEG = 1 << 2,   /* every integer >= 0 */
+	DL_HP_POSITIVE = 1 << 3, /* every integer (or number) > 0 */
+};
+
+struct dl_hp_desc {
+	const char *name;     /* PyTorch's constructor argument name */
+	enum dl_hp_type type;
+	const char *def;      /* default, written as in a model file; NULL when
+	                       * DL_HP_REQUIRED */
+	const char *choices;  /* DL_HP_ENUM: "none|tanh" */
+	unsigned flags;
+};
+
+#define DL_HP_MAXN 16
+
+enum dl_pad_kind { DL_PAD_INTS, DL_PAD_SAME, DL_PAD_VALID, DL_PAD_PAIRS };
+
+struct dl_hp_value {
+	int set;               /* given in the model file (else the default) */
+	int line, col;         /* 1-based, where it was given (else the entry) */
+	int64_t i;             /* INT; BOOL (0/1); ENUM (index into choices) */
+	double f;              /* FLOAT */
+	int n;                 /* INTS, FLOATS, PADDING: number of values (pairs
+	                        * for DL_PAD_PAIRS); 0 when unset and derived */
+	int scalar;            /* INTS, FLOATS, PADDING: written as a scalar */
+	int64_t v[2 * DL_HP_MAXN]; /* INTS, PADDING (pairs: b0, a0, b1, a1...) */
+	double fv[DL_HP_MAXN]; /* FLOATS */
+	enum dl_pad_kind pad;  /* PADDING */
+	const void *entries;   /* ENTRIES: opaque, for the loader */
+};
+
+/* ---- parameters ---- */
+
+enum dl_init {
+	DL_INIT_ZEROS,
+	DL_INIT_ONES,
+	DL_INIT_CONST,    /* every element = init_arg */
+	DL_INIT_UNIFORM,  /* U(-init_arg, init_arg): PyTorch's kaiming_uniform
+	                   * with a = sqrt(5) is init_arg = 1 / sqrt(fan_in) */
+	DL_INIT_UNIFORM01,/* U(init_arg, init_arg2) */
+	DL_INIT_NORMAL,   /* N(0, init_arg^2) */
+};
+
+struct dl_param {
+	const char *name;        /* own name, e.g. "weight", "out_proj.bias" */
+	struct dl_shape shape;
+	float *data;             /* in the model's parameter block */
+	float *grad;             /* in the gradient block; NULL for buffers and
+	                          * when not training */
+	int buffer;              /* running statistics: saved, never trained */
+	enum dl_init init;
+	double init_arg, init_arg2;
+};
+
+/* ---- nodes ---- */
+
+struct dl_op_desc;
+
+struct dl_node {
+	const struct dl_op_desc *op;
+	const char *scope;         /* parameter key prefix, "4.0" */
+	const char *file;          /* model file, for messages */
+	int line, col;             /* 1-based place of the entry's op key */
+	struct dl_hp_value *hp;    /* [op->n_hp], in the order of op->hp */
+
+	int n_in;
+	int *in;                   /* value ids of the inputs */
+	int out;                   /* value id of the output */
+
+	/* Set by the op's infer; infer runs again whenever input shapes
+	 * change, so it must be idempotent. */
+	int n_params;
+	struct dl_param *params;   /* declared with dl_node_param */
+	size_t ws_bytes;           /* scratch for one forward or backward call */
+	size_t saved_bytes;        /* kept from forward to backward (training):
+	                            * dropout masks, batch-norm statistics */
+	int64_t macs;              /* multiply-adds of one forward call */
+
+	void *priv;                /* op-private, free()d with the graph */
+	void *sub;                 /* sub-graphs of ENTRIES hyperparameters */
+};
+
+/* Run-time context of one forward or backward call. */
+struct dl_ctx {
+	void *ws;                  /* node->ws_bytes of scratch, planned */
+	void *saved;               /* node->saved_bytes, planned; NULL when
+	                            * not training */
+	int train;                 /* PyTorch's train() semantics */
+	struct dl_rng *rng;        /* dropout masks (training) */
+	int threads;
+};
+
+/* Shape inference: check the inputs and hyperparameters, set *out, declare
+ * parameters, ws_bytes, saved_bytes and macs. Errors name the entry (or the
+ * hyperparameter) with dl_node_error. in[0..n_in-1] are full shapes, batch
+ * first. */
+typedef int (*dl_infer_fn)(struct dl_node *n, const struct dl_shape *in,
+			   struct dl_shape *out, struct dl_error *err);
+/* out->data has room for out->shape; inputs are never written. */
+typedef void (*dl_forward_fn)(struct dl_node *n, const struct dl_tensor *in,
+			      struct dl_tensor *out, struct dl_ctx *ctx);
+/* Adds (+=) the gradient of each input into din[i] (NULL: not needed) and
+ * of each parameter into params[k].grad, given dout = dL/dout. in and out
+ * hold the forward values of this step; ctx->saved what forward saved. */
+typedef void (*dl_backward_fn)(struct dl_node *n, const struct dl_tensor *in,
+			       const struct dl_tensor *out, const float *dout,
+			       float *const *din, struct dl_ctx *ctx);
+
+enum {
+	DL_OP_COMPLEX = 1 << 0,   /* drawn as a taller box (attention, rnn) */
+	DL_OP_INPLACE_OK = 1 << 1,/* forward may write out over in[0] when
+	                           * in[0] dies here (elementwise ops) */
+};
+
+struct dl_op_desc {
+	const char *name;          /* snake_case of the PyTorch class */
+	const char *doc;           /* one line: the formula */
+	int min_in, max_in;        /* inputs; max_in -1: any number */
+	const struct dl_hp_desc *hp;
+	int n_hp;
+	dl_infer_fn infer;
+	dl_forward_fn forward;
+	dl_backward_fn backward;   /* NULL: not differentiable yet */
+	unsigned flags;
+};
+
+/* ---- helpers for ops ---- */
+
+/* Formats "FILE:LINE:COL: OP: message" at the hyperparameter hp (index into
+ * op->hp, or -1 for the entry itself), sets err, returns DL_EINPUT. */
+int dl_node_error(struct dl_error *err, const struct dl_node *n, int hp,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Declares (first call) or re-checks (later calls) parameter `name`.
+ * Returns its index in n->params, or DL_EINPUT with err set when a later
+ * call gives another shape. name must be a string literal or outlive n. */
+int dl_node_param(struct dl_node *n, const char *name,
+		  const struct dl_shape *shape, enum dl_init init, double arg,
+		  struct dl_error *err);
+/* The same for a buffer (batch-norm running statistics). */
+int dl_node_buffer(struct dl_node *n, const char *name,
+		   const struct dl_shape *shape, enum dl_init init, double arg,
+		   struct dl_error *err);
+
+/* Expands an INTS value to exactly `count` integers (a scalar repeats);
+ * a list of another length is an error at that hyperparameter. */
+int dl_hp_tuple(const struct dl_node *n, int hp, int count, int64_t *out,
+		struct dl_error *err);
+/* The same for FLOATS. */
+int dl_hp_ftuple(const struct dl_node *n, int hp, int count, double *out,
+		 struct dl_error *err);
+
+/* Threads for op loops (OpenMP); set by --threads. */
+int dl_threads(void);
+
+#endif

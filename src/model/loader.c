@@ -1,0 +1,887 @@
+/* The model file -> graph: top-level keys, entries in their three forms,
+ * `name`/`in` wiring, composites expanded into op nodes with PyTorch's
+ * nn.Sequential parameter scopes. Every error names file:line:col. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "dlrun.h"
+#include "model/hparams.h"
+#include "model/yamlutil.h"
+#include "ops/registry.h"
+
+#define MAX_NESTING 64
+
+/* Names visible to `in:`: this list's, then the enclosing lists'. */
+struct names {
+	const struct names *up;
+	int n, cap;
+	const char **name;    /* borrowed from the YAML document */
+	int *value;
+};
+
+struct loader {
+	const char *file;
+	yaml_document_t doc;
+	yaml_node_t *blocks;      /* the `blocks:` mapping, or NULL */
+	const char *using[MAX_NESTING]; /* blocks being expanded, for cycles */
+	int n_using;
+	struct dl_graph *g;
+	int caps_nodes, caps_values, caps_rows;
+	struct dl_error *err;
+};
+
+static const char *const top_keys[] = {
+	"name", "inputs", "outputs", "weights", "blocks", "layers", "train", NULL};
+static const char *const train_keys[] = {
+	"epochs", "batch_size", "lr", "optimizer", "loss", "momentum",
+	"dampening", "nesterov", "weight_decay", "betas", "eps",
+	"clip_grad_norm", "lr_schedule", "step_size", "gamma", "min_lr",
+	"warmup", "seed", "shuffle", "ignore_index", "val_split",
+	"checkpoint_every", NULL};
+
+static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
+{
+	char what[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	return dl_error_set(L->err, DL_EINPUT, "%s:%d:%d: %s", L->file,
+			    (int)at->start_mark.line + 1,
+			    (int)at->start_mark.column + 1, what);
+}
+
+static yaml_node_t *node(struct loader *L, int id)
+{
+	return yaml_document_get_node(&L->doc, id);
+}
+
+static const char *str(const yaml_node_t *y)
+{
+	return y->type == YAML_SCALAR_NODE ? (const char *)y->data.scalar.value : NULL;
+}
+
+static int seq_len(const yaml_node_t *y)
+{
+	return (int)(y->data.sequence.items.top - y->data.sequence.items.start);
+}
+
+/* An identifier: letters, digits, '_' and '.', not starting with a digit. */
+static int is_ident(const char *s)
+{
+	if (!s || !*s || (*s >= '0' && *s <= '9'))
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
+}
+
+static char *xstrdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* ---- growing the graph ---- */
+
+static int grow(void **p, int *cap, int need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	int c = *cap ? *cap * 2 : 16;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(*p, (size_t)c * size);
+	if (!q)
+		return -1;
+	memset((char *)q + (size_t)*cap * size, 0, (size_t)(c - *cap) * size);
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static int new_value(struct loader *L, int producer)
+{
+	struct dl_graph *g = L->g;
+	if (grow((void **)&g->values, &L->caps_values, g->n_values + 1, sizeof *g->values))
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	g->values[g->n_values].producer = producer;
+	return g->n_values++;
+}
+
+static int new_row(struct loader *L, const char *scope, const char *label,
+		   const char *kind, int depth)
+{
+	struct dl_graph *g = L->g;
+	if (grow((void **)&g->rows, &L->caps_rows, g->n_rows + 1, sizeof *g->rows))
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	struct dl_row *r = &g->rows[g->n_rows];
+	r->scope = xstrdup(scope);
+	r->label = xstrdup(label);
+	r->kind = kind;
+	r->depth = depth;
+	r->first = g->n_nodes;
+	r->last = -1;
+	r->value = -1;
+	if (!r->scope || !r->label)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	return g->n_rows++;
+}
+
+/* Appends an op node reading `in` and returns its output value id. */
+static int add_node(struct loader *L, const struct dl_op_desc *op,
+		    const yaml_node_t *at, yaml_node_t *hps, const char *scope,
+		    const int *in, int n_in)
+{
+	struct dl_graph *g = L->g;
+	if (grow((void **)&g->nodes, &L->caps_nodes, g->n_nodes + 1, sizeof *g->nodes))
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	struct dl_node *n = &g->nodes[g->n_nodes];
+	memset(n, 0, sizeof *n);
+	n->op = op;
+	n->file = g->file;
+	n->line = (int)at->start_mark.line + 1;
+	n->col = (int)at->start_mark.column + 1;
+	n->scope = xstrdup(scope);
+	n->in = malloc((size_t)(n_in ? n_in : 1) * sizeof *n->in);
+	if (!n->scope || !n->in)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	memcpy(n->in, in, (size_t)n_in * sizeof *in);
+	n->n_in = n_in;
+	g->n_nodes++;
+	int rc = dl_hp_read(n, &L->doc, hps, L->err);
+	if (rc)
+		return rc;
+	if (n_in < op->min_in || (op->max_in >= 0 && n_in > op->max_in)) {
+		if (op->min_in == op->max_in)
+			return dl_node_error(L->err, n, -1, "takes %d input%s, got %d%s",
+					     op->min_in, op->min_in == 1 ? "" : "s", n_in,
+					     op->min_in > 1 ? "; name them with in: [a, b]" : "");
+		if (op->max_in < 0)
+			return dl_node_error(L->err, n, -1,
+					     "takes at least %d inputs, got %d; name them with in: [a, b]",
+					     op->min_in, n_in);
+		return dl_node_error(L->err, n, -1, "takes %d to %d inputs, got %d",
+				     op->min_in, op->max_in, n_in);
+	}
+	int v = new_value(L, g->n_nodes - 1);
+	if (v < 0)
+		return v;
+	g->nodes[g->n_nodes - 1].out = v;
+	return v;
+}
+
+/* ---- names ---- */
+
+static int lookup(const struct names *s, const char *name)
+{
+	for (; s; s = s->up)
+		for (int i = s->n - 1; i >= 0; i--)
+			if (strcmp(s->name[i], name) == 0)
+				return s->value[i];
+	return -1;
+}
+
+static const char *suggest_name(const struct names *s, const char *name)
+{
+	const char *cand[257];
+	int c = 0;
+	for (; s && c < 256; s = s->up)
+		for (int i = 0; i < s->n && c < 256; i++)
+			cand[c++] = s->name[i];
+	cand[c] = NULL;
+	return dl_suggest(name, cand);
+}
+
+static int define(struct loader *L, struct names *s, const yaml_node_t *at,
+		  const char *name, int value)
+{
+	for (int i = 0; i < s->n; i++)
+		if (strcmp(s->name[i], name) == 0)
+			return lerr(L, at, "name '%s' is defined twice in this list", name);
+	if (grow((void **)&s->name, &s->cap, s->n + 1, sizeof *s->name))
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	int cap = s->cap;
+	s->value = realloc(s->value, (size_t)cap * sizeof *s->value);
+	if (!s->value)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	s->name[s->n] = name;
+	s->value[s->n] = value;
+	s->n++;
+	return 0;
+}
+
+static void names_free(struct names *s)
+{
+	free(s->name);
+	free(s->value);
+}
+
+/* ---- entries ---- */
+
+static int build_list(struct loader *L, yaml_node_t *list, const char *prefix,
+		      int input, const struct names *up, int depth,
+		      struct names *keep);
+
+static int join(char *buf, size_t size, const char *prefix, const char *own)
+{
+	int k = prefix && *prefix ? snprintf(buf, size, "%s.%s", prefix, own)
+				  : snprintf(buf, size, "%s", own);
+	return k < 0 || (size_t)k >= size ? -1 : 0;
+}
+
+static yaml_node_t *map_get(struct loader *L, yaml_node_t *map, const char *key,
+			    yaml_node_t **key_node)
+{
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(L, p->key);
+		if (str(k) && strcmp(str(k), key) == 0) {
+			if (key_node)
+				*key_node = k;
+			return node(L, p->value);
+		}
+	}
+	return NULL;
+}
+
+/* Rejects keys of map not in allowed (NULL-terminated). */
+static int check_keys(struct loader *L, yaml_node_t *map, const char *what,
+		      const char *const *allowed)
+{
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+	     p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(L, p->key);
+		const char *s = str(k);
+		if (!s)
+			return lerr(L, k, "%s: keys are plain words", what);
+		int ok = 0;
+		for (const char *const *a = allowed; *a; a++)
+			ok |= strcmp(*a, s) == 0;
+		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++)
+			if (str(node(L, q->key)) && strcmp(str(node(L, q->key)), s) == 0)
+				return lerr(L, k, "%s: key '%s' is given twice", what, s);
+		if (ok)
+			continue;
+		const char *sug = dl_suggest(s, allowed);
+		char list[256] = "";
+		size_t used = 0;
+		for (const char *const *a = allowed; *a && used < sizeof list; a++)
+			used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+						 a == allowed ? "" : ", ", *a);
+		if (sug)
+			return lerr(L, k, "%s: unknown key '%s'; did you mean '%s'?", what, s, sug);
+		return lerr(L, k, "%s: unknown key '%s' (allowed: %s)", what, s, list);
+	}
+	return 0;
+}
+
+static int composite(struct loader *L, const char *kind, yaml_node_t *key,
+		     yaml_node_t *val, const char *scope, int input,
+		     const struct names *names, int depth)
+{
+	if (depth >= MAX_NESTING)
+		return lerr(L, key, "composites nested more than %d deep", MAX_NESTING);
+	if (strcmp(kind, "sequential") == 0) {
+		if (val->type != YAML_SEQUENCE_NODE)
+			return lerr(L, val, "sequential takes a list of entries, got %s",
+				    dl_yaml_kind(val));
+		return build_list(L, val, scope, input, names, depth + 1, NULL);
+	}
+	if (strcmp(kind, "residual") == 0) {
+		yaml_node_t *body = val, *shortcut = NULL;
+		if (val->type == YAML_MAPPING_NODE) {
+			static const char *const keys[] = {"body", "shortcut", NULL};
+			int rc = check_keys(L, val, "residual", keys);
+			if (rc)
+				return rc;
+			body = map_get(L, val, "body", NULL);
+			shortcut = map_get(L, val, "shortcut", NULL);
+			if (!body)
+				return lerr(L, val, "residual: missing 'body' (a list of entries)");
+		}
+		if (body->type != YAML_SEQUENCE_NODE)
+			return lerr(L, body, "residual takes a list of entries (or body: and "
+				    "shortcut: lists), got %s", dl_yaml_kind(body));
+		if (shortcut && shortcut->type != YAML_SEQUENCE_NODE)
+			return lerr(L, shortcut, "residual: shortcut must be a list of entries");
+		int b = build_list(L, body, scope, input, names, depth + 1, NULL);
+		if (b < 0)
+			return b;
+		int s = input;
+		if (shortcut) {
+			char sub[512];
+			if (join(sub, sizeof sub, scope, "shortcut"))
+				return lerr(L, key, "scope name too long");
+			s = build_list(L, shortcut, sub, input, names, depth + 1, NULL);
+			if (s < 0)
+				return s;
+		}
+		int in[2] = {s, b};
+		return add_node(L, dl_op_find("add"), key, NULL, scope, in, 2);
+	}
+	if (strcmp(kind, "repeat") == 0) {
+		static const char *const keys[] = {"times", "body", "use", NULL};
+		if (val->type != YAML_MAPPING_NODE)
+			return lerr(L, val, "repeat takes {times: N, body: [...]} or "
+				    "{times: N, use: BLOCK}, got %s", dl_yaml_kind(val));
+		int rc = check_keys(L, val, "repeat", keys);
+		if (rc)
+			return rc;
+		yaml_node_t *times = map_get(L, val, "times", NULL);
+		yaml_node_t *body = map_get(L, val, "body", NULL);
+		yaml_node_t *use_key = NULL;
+		yaml_node_t *use = map_get(L, val, "use", &use_key);
+		int64_t t;
+		if (!times)
+			return lerr(L, val, "repeat: missing 'times'");
+		if (dl_yaml_int(times, &t) || t < 1 || t > 100000)
+			return lerr(L, times, "repeat: times must be a positive integer");
+		if (!body == !use)
+			return lerr(L, val, "repeat: give exactly one of 'body' (a list of "
+				    "entries) or 'use' (a block name)");
+		int cur = input;
+		for (int64_t i = 0; i < t; i++) {
+			char sub[512], own[32];
+			snprintf(own, sizeof own, "%lld", (long long)i);
+			if (join(sub, sizeof sub, scope, own))
+				return lerr(L, key, "scope name too long");
+			if (body) {
+				if (body->type != YAML_SEQUENCE_NODE)
+					return lerr(L, body, "repeat: body must be a list of entries");
+				cur = build_list(L, body, sub, cur, names, depth + 1, NULL);
+			} else {
+				cur = composite(L, "use", use_key, use, sub, cur, names, depth + 1);
+			}
+			if (cur < 0)
+				return cur;
+		}
+		return cur;
+	}
+	/* use: BLOCK */
+	const char *b = str(val);
+	if (!b || !*b)
+		return lerr(L, val, "use takes a block name");
+	yaml_node_t *list = L->blocks ? map_get(L, L->blocks, b, NULL) : NULL;
+	if (!list) {
+		const char *cand[257];
+		int c = 0;
+		if (L->blocks)
+			for (yaml_node_pair_t *p = L->blocks->data.mapping.pairs.start;
+			     p < L->blocks->data.mapping.pairs.top && c < 256; p++)
+				cand[c++] = str(node(L, p->key));
+		cand[c] = NULL;
+		const char *s = dl_suggest(b, cand);
+		if (s)
+			return lerr(L, val, "no block '%s' in blocks:; did you mean '%s'?", b, s);
+		return lerr(L, val, "no block '%s' in blocks:", b);
+	}
+	for (int i = 0; i < L->n_using; i++)
+		if (strcmp(L->using[i], b) == 0)
+			return lerr(L, val, "block '%s' uses itself", b);
+	if (L->n_using >= MAX_NESTING)
+		return lerr(L, val, "blocks nested more than %d deep", MAX_NESTING);
+	L->using[L->n_using++] = b;
+	/* a block sees only the model inputs and its own names */
+	int out = build_list(L, list, scope, input, NULL, depth + 1, NULL);
+	L->n_using--;
+	return out;
+}
+
+static int is_composite(const char *s)
+{
+	return strcmp(s, "sequential") == 0 || strcmp(s, "residual") == 0 ||
+	       strcmp(s, "repeat") == 0 || strcmp(s, "use") == 0;
+}
+
+/* Builds one entry; returns its output value id or a negative error. */
+static int build_entry(struct loader *L, yaml_node_t *e, int index,
+		       const char *prefix, int prev, struct names *names,
+		       int depth)
+{
+	yaml_node_t *key = NULL, *val = NULL, *name_node = NULL, *in_node = NULL;
+	const char *opname;
+	if (e->type == YAML_SCALAR_NODE) {
+		key = e;
+		opname = str(e);
+	} else if (e->type == YAML_MAPPING_NODE) {
+		for (yaml_node_pair_t *p = e->data.mapping.pairs.start;
+		     p < e->data.mapping.pairs.top; p++) {
+			yaml_node_t *k = node(L, p->key);
+			const char *s = str(k);
+			if (!s)
+				return lerr(L, k, "entry keys are plain words");
+			if (strcmp(s, "name") == 0 || strcmp(s, "in") == 0) {
+				yaml_node_t **slot = s[0] == 'n' ? &name_node : &in_node;
+				if (*slot)
+					return lerr(L, k, "'%s' is given twice in this entry", s);
+				*slot = node(L, p->value);
+				continue;
+			}
+			if (key) {
+				const struct dl_op_desc *op = dl_op_find(str(key));
+				for (int i = 0; op && i < op->n_hp; i++)
+					if (strcmp(op->hp[i].name, s) == 0)
+						return lerr(L, k, "'%s' is a hyperparameter of %s: write "
+							    "it inside the op, as %s: {%s: ...}",
+							    s, op->name, op->name, s);
+				return lerr(L, k, "an entry has exactly one op; this one has "
+					    "'%s' and '%s' (put each in its own '- ' entry)",
+					    str(key), s);
+			}
+			key = k;
+			val = node(L, p->value);
+		}
+		if (!key)
+			return lerr(L, e, "this entry has no op (only name/in)");
+		opname = str(key);
+	} else {
+		return lerr(L, e, "an entry is an op name (relu), a mapping "
+			    "(linear: {out_features: 10}) or a composite, got %s",
+			    dl_yaml_kind(e));
+	}
+
+	/* scope: the entry's name, else its index in this list */
+	char own[256], scope[512];
+	if (name_node) {
+		const char *nm = str(name_node);
+		if (!is_ident(nm))
+			return lerr(L, name_node, "name must be a word of letters, digits "
+				    "and '_' (not starting with a digit)");
+		snprintf(own, sizeof own, "%s", nm);
+	} else {
+		snprintf(own, sizeof own, "%d", index);
+	}
+	if (join(scope, sizeof scope, prefix, own))
+		return lerr(L, key, "scope name too long");
+
+	/* inputs */
+	int in[DL_HP_MAXN * 4];
+	int n_in = 0;
+	if (in_node) {
+		yaml_node_t *one = in_node;
+		int count = 1;
+		if (in_node->type == YAML_SEQUENCE_NODE) {
+			count = seq_len(in_node);
+			if (count == 0)
+				return lerr(L, in_node, "in: needs at least one name");
+		} else if (in_node->type != YAML_SCALAR_NODE) {
+			return lerr(L, in_node, "in: takes a name or a list of names");
+		}
+		if (count > (int)(sizeof in / sizeof *in))
+			return lerr(L, in_node, "in: too many inputs");
+		for (int i = 0; i < count; i++) {
+			yaml_node_t *nm = in_node->type == YAML_SEQUENCE_NODE
+				? node(L, in_node->data.sequence.items.start[i]) : one;
+			const char *s = str(nm);
+			if (!s)
+				return lerr(L, nm, "in: takes names, got %s", dl_yaml_kind(nm));
+			int v = lookup(names, s);
+			if (v < 0) {
+				const char *sug = suggest_name(names, s);
+				if (sug)
+					return lerr(L, nm, "'%s' is not defined before this entry; "
+						    "did you mean '%s'?", s, sug);
+				return lerr(L, nm, "'%s' is not defined before this entry (in: "
+					    "names a model input or an earlier named entry)", s);
+			}
+			in[n_in++] = v;
+		}
+	} else {
+		in[n_in++] = prev;
+	}
+
+	int row = new_row(L, scope, own, NULL, depth);
+	if (row < 0)
+		return row;
+	int out;
+	if (!opname || !*opname)
+		return lerr(L, key, "empty op name");
+	if (is_composite(opname)) {
+		L->g->rows[row].kind = strcmp(opname, "sequential") == 0 ? "sequential"
+			: strcmp(opname, "residual") == 0 ? "residual"
+			: strcmp(opname, "repeat") == 0 ? "repeat" : "use";
+		if (!val || (val->type == YAML_SCALAR_NODE && dl_yaml_null(val)))
+			return lerr(L, key, "%s needs a body", opname);
+		if (n_in != 1)
+			return lerr(L, in_node, "%s takes one input, got %d", opname, n_in);
+		out = composite(L, opname, key, val, scope, in[0], names, depth);
+	} else {
+		const struct dl_op_desc *op = dl_op_find(opname);
+		if (!op) {
+			const char *sug = dl_op_suggest(opname);
+			if (sug)
+				return lerr(L, key, "unknown op '%s'; did you mean '%s'?", opname, sug);
+			return lerr(L, key, "unknown op '%s' (see 'dlrun ops')", opname);
+		}
+		L->g->rows[row].kind = op->name;
+		out = add_node(L, op, key, val, scope, in, n_in);
+	}
+	if (out < 0)
+		return out;
+	L->g->rows[row].last = L->g->n_nodes - 1;
+	L->g->rows[row].value = out;
+	if (name_node) {
+		int rc = define(L, names, name_node, str(name_node), out);
+		if (rc)
+			return rc;
+	}
+	return out;
+}
+
+/* Builds the entries of list; returns the last one's output value. The
+ * list's names are freed, or handed to *keep when keep is not NULL. */
+static int build_list(struct loader *L, yaml_node_t *list, const char *prefix,
+		      int input, const struct names *up, int depth,
+		      struct names *keep)
+{
+	struct names names = {.up = up};
+	if (!up) {
+		/* the outermost list (and a used block) sees the model inputs */
+		for (int i = 0; i < L->g->n_inputs; i++) {
+			int rc = define(L, &names, list, L->g->inputs[i].name, i);
+			if (rc) {
+				names_free(&names);
+				return rc;
+			}
+		}
+	}
+	int cur = input;
+	int count = seq_len(list);
+	if (count == 0) {
+		names_free(&names);
+		return lerr(L, list, "an empty list of entries");
+	}
+	for (int i = 0; i < count; i++) {
+		yaml_node_t *e = node(L, list->data.sequence.items.start[i]);
+		cur = build_entry(L, e, i, prefix, cur, &names, depth);
+		if (cur < 0)
+			break;
+	}
+	if (keep && cur >= 0)
+		*keep = names;
+	else
+		names_free(&names);
+	return cur;
+}
+
+/* ---- top level ---- */
+
+static int parse_inputs(struct loader *L, yaml_node_t *inputs)
+{
+	struct dl_graph *g = L->g;
+	if (inputs->type != YAML_MAPPING_NODE ||
+	    inputs->data.mapping.pairs.top == inputs->data.mapping.pairs.start)
+		return lerr(L, inputs, "inputs: must map each input name to {shape: [...]}");
+	int count = (int)(inputs->data.mapping.pairs.top - inputs->data.mapping.pairs.start);
+	g->inputs = calloc((size_t)count, sizeof *g->inputs);
+	if (!g->inputs)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	for (int i = 0; i < count; i++) {
+		yaml_node_pair_t *p = &inputs->data.mapping.pairs.start[i];
+		yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
+		struct dl_input_spec *s = &g->inputs[i];
+		if (!is_ident(str(k)))
+			return lerr(L, k, "input names are words of letters, digits and '_'");
+		for (int j = 0; j < i; j++)
+			if (strcmp(g->inputs[j].name, str(k)) == 0)
+				return lerr(L, k, "input '%s' is defined twice", str(k));
+		s->name = xstrdup(str(k));
+		s->line = (int)k->start_mark.line + 1;
+		s->col = (int)k->start_mark.column + 1;
+		g->n_inputs++;
+		if (v->type != YAML_MAPPING_NODE)
+			return lerr(L, v, "input '%s': give {shape: [...]} (per-sample, "
+				    "without the batch dimension)", s->name);
+		static const char *const keys[] = {"shape", "dtype", NULL};
+		int rc = check_keys(L, v, "inputs", keys);
+		if (rc)
+			return rc;
+		yaml_node_t *shape = map_get(L, v, "shape", NULL);
+		yaml_node_t *dtype = map_get(L, v, "dtype", NULL);
+		if (!shape)
+			return lerr(L, v, "input '%s' needs a shape", s->name);
+		if (shape->type != YAML_SEQUENCE_NODE)
+			return lerr(L, shape, "shape is a list of sizes, e.g. [1, 28, 28]");
+		if (seq_len(shape) > DL_MAX_DIMS - 1)
+			return lerr(L, shape, "shape has %d dimensions; at most %d besides "
+				    "the batch", seq_len(shape), DL_MAX_DIMS - 1);
+		s->ndim = seq_len(shape);
+		for (int d = 0; d < s->ndim; d++) {
+			yaml_node_t *e = node(L, shape->data.sequence.items.start[d]);
+			int64_t val;
+			if (dl_yaml_int(e, &val) == 0) {
+				if (val < 1)
+					return lerr(L, e, "sizes must be positive, got %lld",
+						    (long long)val);
+				s->d[d] = val;
+			} else if (is_ident(str(e))) {
+				s->d[d] = -1;
+				s->sym[d] = xstrdup(str(e));
+				int found = 0;
+				for (int j = 0; j < g->n_syms; j++)
+					found |= strcmp(g->sym_names[j], str(e)) == 0;
+				if (!found) {
+					char **nn = realloc(g->sym_names, (size_t)(g->n_syms + 1) * sizeof *nn);
+					if (!nn)
+						return dl_error_set(L->err, DL_ERUN, "out of memory");
+					g->sym_names = nn;
+					int64_t *nv = realloc(g->sym_vals, (size_t)(g->n_syms + 1) * sizeof *nv);
+					if (!nv)
+						return dl_error_set(L->err, DL_ERUN, "out of memory");
+					g->sym_vals = nv;
+					g->sym_names[g->n_syms] = xstrdup(str(e));
+					g->sym_vals[g->n_syms++] = -1;
+				}
+			} else {
+				return lerr(L, e, "a size is a positive integer or a symbolic "
+					    "name such as T");
+			}
+		}
+		if (dtype) {
+			const char *t = str(dtype);
+			if (t && strcmp(t, "float") == 0)
+				s->is_int = 0;
+			else if (t && strcmp(t, "int") == 0)
+				s->is_int = 1;
+			else
+				return lerr(L, dtype, "dtype is float or int");
+		}
+		if (new_value(L, -1) < 0)
+			return DL_ERUN;
+	}
+	return 0;
+}
+
+static int parse_outputs(struct loader *L, yaml_node_t *outputs, int last,
+			 const struct names *top)
+{
+	struct dl_graph *g = L->g;
+	int rc = 0;
+	int count = 1;
+	if (outputs) {
+		if (outputs->type == YAML_SEQUENCE_NODE)
+			count = seq_len(outputs);
+		else if (outputs->type != YAML_SCALAR_NODE)
+			count = 0;
+		if (count == 0) {
+			rc = lerr(L, outputs, "outputs: a list of entry names");
+			goto out;
+		}
+	}
+	g->outputs = calloc((size_t)count, sizeof *g->outputs);
+	g->output_names = calloc((size_t)count, sizeof *g->output_names);
+	if (!g->outputs || !g->output_names) {
+		rc = dl_error_set(L->err, DL_ERUN, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < count; i++) {
+		if (!outputs) {
+			g->outputs[i] = last;
+			g->output_names[i] = xstrdup("output");
+		} else {
+			yaml_node_t *nm = outputs->type == YAML_SEQUENCE_NODE
+				? node(L, outputs->data.sequence.items.start[i]) : outputs;
+			const char *s = str(nm);
+			int v = s ? lookup(top, s) : -1;
+			if (v < 0) {
+				const char *sug = s ? suggest_name(top, s) : NULL;
+				rc = sug ? lerr(L, nm, "outputs: '%s' is not a top-level name; "
+						"did you mean '%s'?", s, sug)
+					 : lerr(L, nm, "outputs: '%s' is not a top-level entry name "
+						"or input", s ? s : "?");
+				goto out;
+			}
+			g->outputs[i] = v;
+			g->output_names[i] = xstrdup(s);
+		}
+		g->n_outputs++;
+		g->values[g->outputs[i]].pinned = 1;
+	}
+out:
+	return rc;
+}
+
+static int parse_train(struct loader *L, yaml_node_t *train)
+{
+	struct dl_graph *g = L->g;
+	if (train->type != YAML_MAPPING_NODE)
+		return lerr(L, train, "train: is a mapping of training defaults");
+	int rc = check_keys(L, train, "train", train_keys);
+	if (rc)
+		return rc;
+	int count = (int)(train->data.mapping.pairs.top - train->data.mapping.pairs.start);
+	g->train = calloc((size_t)count + 1, sizeof *g->train);
+	if (!g->train)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	for (int i = 0; i < count; i++) {
+		yaml_node_pair_t *p = &train->data.mapping.pairs.start[i];
+		yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
+		char buf[512] = "";
+		if (v->type == YAML_SCALAR_NODE) {
+			snprintf(buf, sizeof buf, "%s", str(v));
+		} else if (v->type == YAML_SEQUENCE_NODE) {
+			size_t used = 0;
+			for (int j = 0; j < seq_len(v); j++) {
+				yaml_node_t *e = node(L, v->data.sequence.items.start[j]);
+				if (!str(e))
+					return lerr(L, e, "train: %s takes numbers", str(k));
+				used += (size_t)snprintf(buf + used, used < sizeof buf ? sizeof buf - used : 0,
+							 "%s%s", j ? "," : "", str(e));
+			}
+		} else {
+			return lerr(L, v, "train: %s takes a value or a list", str(k));
+		}
+		struct dl_kv *kv = &g->train[g->n_train++];
+		kv->key = xstrdup(str(k));
+		kv->val = xstrdup(buf);
+		kv->line = (int)v->start_mark.line + 1;
+		kv->col = (int)v->start_mark.column + 1;
+	}
+	return 0;
+}
+
+static char *resolve_relative(const char *model, const char *path)
+{
+	if (path[0] == '/' || !strchr(model, '/'))
+		return xstrdup(path);
+	size_t dir = (size_t)(strrchr(model, '/') - model);
+	char *out = malloc(dir + strlen(path) + 2);
+	if (out)
+		sprintf(out, "%.*s/%s", (int)dir, model, path);
+	return out;
+}
+
+static int parse(struct loader *L)
+{
+	struct dl_graph *g = L->g;
+	yaml_node_t *root = yaml_document_get_root_node(&L->doc);
+	if (!root)
+		return dl_error_set(L->err, DL_EINPUT, "%s: the file is empty; a model needs "
+				    "inputs: and layers:", L->file);
+	if (root->type != YAML_MAPPING_NODE)
+		return lerr(L, root, "a model file is a mapping with inputs: and layers:");
+	int rc = check_keys(L, root, "model", top_keys);
+	if (rc)
+		return rc;
+	yaml_node_t *k_layers = NULL;
+	yaml_node_t *name = map_get(L, root, "name", NULL);
+	yaml_node_t *inputs = map_get(L, root, "inputs", NULL);
+	yaml_node_t *outputs = map_get(L, root, "outputs", NULL);
+	yaml_node_t *weights = map_get(L, root, "weights", NULL);
+	yaml_node_t *blocks = map_get(L, root, "blocks", NULL);
+	yaml_node_t *layers = map_get(L, root, "layers", &k_layers);
+	yaml_node_t *train = map_get(L, root, "train", NULL);
+	if (name) {
+		if (!str(name))
+			return lerr(L, name, "name: is a string");
+		g->name = xstrdup(str(name));
+	}
+	if (!inputs)
+		return lerr(L, root, "the model has no inputs: (e.g. inputs: {x: {shape: [16]}})");
+	if (!layers)
+		return lerr(L, root, "the model has no layers: list");
+	if (weights) {
+		if (!str(weights) || !*str(weights))
+			return lerr(L, weights, "weights: is a file path");
+		g->weights = resolve_relative(L->file, str(weights));
+	}
+	if (blocks) {
+		if (blocks->type != YAML_MAPPING_NODE)
+			return lerr(L, blocks, "blocks: maps block names to lists of entries");
+		for (yaml_node_pair_t *p = blocks->data.mapping.pairs.start;
+		     p < blocks->data.mapping.pairs.top; p++)
+			if (node(L, p->value)->type != YAML_SEQUENCE_NODE)
+				return lerr(L, node(L, p->value), "block '%s' must be a list of entries",
+					    str(node(L, p->key)) ? str(node(L, p->key)) : "?");
+		L->blocks = blocks;
+	}
+	if ((rc = parse_inputs(L, inputs)) != 0)
+		return rc;
+	if (train && (rc = parse_train(L, train)) != 0)
+		return rc;
+	if (layers->type != YAML_SEQUENCE_NODE)
+		return lerr(L, layers, "layers: is a list of entries");
+	struct names top = {0};
+	int last = build_list(L, layers, "", 0, NULL, 0, &top);
+	if (last >= 0)
+		rc = parse_outputs(L, outputs, last, &top);
+	names_free(&top);
+	return last < 0 ? last : rc;
+}
+
+int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err)
+{
+	*out = NULL;
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+	if (!f)
+		return dl_error_set(err, DL_EINPUT, "%s: cannot open the model file: %s",
+				    path, strerror(errno));
+	struct loader L;
+	memset(&L, 0, sizeof L);
+	L.file = path;
+	L.err = err;
+	L.g = calloc(1, sizeof *L.g);
+	if (!L.g) {
+		if (f != stdin)
+			fclose(f);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	L.g->file = xstrdup(path);
+	yaml_parser_t parser;
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_file(&parser, f);
+	int rc;
+	if (!yaml_parser_load(&parser, &L.doc)) {
+		const yaml_mark_t *m = parser.problem ? &parser.problem_mark : &parser.mark;
+		rc = dl_error_set(err, DL_EINPUT, "%s:%d:%d: malformed YAML: %s%s%s",
+				  path, (int)m->line + 1, (int)m->column + 1,
+				  parser.problem ? parser.problem : "unreadable",
+				  parser.context ? " " : "",
+				  parser.context ? parser.context : "");
+		yaml_parser_delete(&parser);
+		if (f != stdin)
+			fclose(f);
+		dl_graph_free(L.g);
+		return rc;
+	}
+	yaml_parser_delete(&parser);
+	if (f != stdin)
+		fclose(f);
+	rc = parse(&L);
+	yaml_document_delete(&L.doc);
+	if (rc) {
+		dl_graph_free(L.g);
+		return rc;
+	}
+	*out = L.g;
+	/* Shape inference at once when no size waits for data. */
+	if (L.g->n_syms == 0) {
+		struct dl_shape in[64];
+		struct dl_shape *ins = L.g->n_inputs <= 64 ? in : malloc((size_t)L.g->n_inputs * sizeof *ins);
+		if (!ins)
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+		for (int i = 0; rc == 0 && i < L.g->n_inputs; i++) {
+			ins[i].ndim = L.g->inputs[i].ndim + 1;
+			ins[i].d[0] = 1;
+			for (int d = 0; d < L.g->inputs[i].ndim; d++)
+				ins[i].d[d + 1] = L.g->inputs[i].d[d];
+		}
+		if (rc == 0)
+			rc = dl_graph_infer(L.g, ins, err);
+		if (ins != in)
+			free(ins);
+		if (rc) {
+			dl_graph_free(L.g);
+			*out = NULL;
+		}
+	}
+	return rc;
+}

@@ -1,0 +1,434 @@
+/* Activations: pointwise nonlinearities and softmax / log_softmax along one
+ * dimension, with PyTorch's formulas (float32, as its CPU kernels).
+ * macs: one per output element. */
+#include <math.h>
+#include <stddef.h>
+
+#include "engine/op.h"
+
+#define PAR_MIN 32768 /* elements below which a loop stays serial */
+
+/* ---- pointwise kernels: out, inp [n]; backward adds into dinp ---- */
+
+static void relu_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+static void relu_backward(float *dinp, const float *dout, const float *inp,
+			  int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+static void leaky_relu_forward(float *out, const float *inp, float slope,
+			       int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = inp[i] > 0.0f ? inp[i] : inp[i] * slope;
+}
+
+static void leaky_relu_backward(float *dinp, const float *dout,
+				const float *inp, float slope, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += inp[i] > 0.0f ? dout[i] : dout[i] * slope;
+}
+
+static void tanh_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = tanhf(inp[i]);
+}
+
+/* d tanh = 1 - y^2, from the output */
+static void tanh_backward(float *dinp, const float *dout, const float *out,
+			  int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += dout[i] * (1.0f - out[i] * out[i]);
+}
+
+static void sigmoid_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = 1.0f / (1.0f + expf(-inp[i]));
+}
+
+/* d sigmoid = y (1 - y), from the output */
+static void sigmoid_backward(float *dinp, const float *dout, const float *out,
+			     int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += dout[i] * (1.0f - out[i]) * out[i];
+}
+
+#define GELU_SQRT1_2 0.70710678118654752440f    /* 1 / sqrt(2) */
+#define GELU_RSQRT2PI 0.39894228040143267794f   /* 1 / sqrt(2 pi) */
+#define GELU_BETA 0.79788456080286535588f       /* sqrt(2 / pi) */
+#define GELU_KAPPA 0.044715f
+
+static void gelu_forward(float *out, const float *inp, int approx, int64_t n)
+{
+	if (approx) {
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float x = inp[i];
+			float inner = GELU_BETA * (x + GELU_KAPPA * x * x * x);
+			out[i] = 0.5f * x * (1.0f + tanhf(inner));
+		}
+	} else {
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++)
+			out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * GELU_SQRT1_2));
+	}
+}
+
+static void gelu_backward(float *dinp, const float *dout, const float *inp,
+			  int approx, int64_t n)
+{
+	if (approx) {
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float x = inp[i], x2 = x * x;
+			float th = tanhf(GELU_BETA * (x + GELU_KAPPA * x2 * x));
+			float dleft = 0.5f * (1.0f + th);
+			float dright = (1.0f - th * th) * GELU_BETA *
+				       (1.0f + 3.0f * GELU_KAPPA * x2);
+			dinp[i] += dout[i] * (dleft + 0.5f * x * dright);
+		}
+	} else {
+#pragma omp parallel for if (n > PAR_MIN)
+		for (int64_t i = 0; i < n; i++) {
+			float x = inp[i];
+			float cdf = 0.5f * (1.0f + erff(x * GELU_SQRT1_2));
+			float pdf = GELU_RSQRT2PI * expf(-0.5f * x * x);
+			dinp[i] += dout[i] * (cdf + x * pdf);
+		}
+	}
+}
+
+static void silu_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = inp[i] / (1.0f + expf(-inp[i]));
+}
+
+/* d silu = s (1 + x (1 - s)), s = sigmoid(x) */
+static void silu_backward(float *dinp, const float *dout, const float *inp,
+			  int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float s = 1.0f / (1.0f + expf(-inp[i]));
+		dinp[i] += dout[i] * s * (1.0f + inp[i] * (1.0f - s));
+	}
+}
+
+/* PyTorch's: linear above the threshold, where exp would overflow */
+static void softplus_forward(float *out, const float *inp, float beta,
+			     float threshold, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float bx = inp[i] * beta;
+		out[i] = bx > threshold ? inp[i] : log1pf(expf(bx)) / beta;
+	}
+}
+
+static void softplus_backward(float *dinp, const float *dout, const float *inp,
+			      float beta, float threshold, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float bx = inp[i] * beta;
+		if (bx > threshold) {
+			dinp[i] += dout[i];
+		} else {
+			float z = expf(bx);
+			dinp[i] += dout[i] * z / (z + 1.0f);
+		}
+	}
+}
+
+static void relu_squared_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float r = inp[i] > 0.0f ? inp[i] : 0.0f;
+		out[i] = r * r;
+	}
+}
+
+static void relu_squared_backward(float *dinp, const float *dout,
+				  const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += inp[i] > 0.0f ? 2.0f * inp[i] * dout[i] : 0.0f;
+}
+
+/* ---- softmax along one dimension: inp, out [outer, D, inner] ---- */
+
+static void softmax_forward(float *out, const float *inp, int64_t outer,
+			    int64_t D, int64_t inner, int log)
+{
+	int64_t lanes = outer * inner;
+#pragma omp parallel for if (lanes * D > PAR_MIN)
+	for (int64_t l = 0; l < lanes; l++) {
+		int64_t base = l / inner * D * inner + l % inner;
+		const float *x = inp + base;
+		float *y = out + base;
+		float max = -INFINITY;
+		for (int64_t d = 0; d < D; d++)
+			if (x[d * inner] > max)
+				max = x[d * inner];
+		double sum = 0.0;
+		if (log) {
+			for (int64_t d = 0; d < D; d++)
+				sum += expf(x[d * inner] - max);
+			float lse = max + logf((float)sum);
+			for (int64_t d = 0; d < D; d++)
+				y[d * inner] = x[d * inner] - lse;
+		} else {
+			for (int64_t d = 0; d < D; d++) {
+				float e = expf(x[d * inner] - max);
+				y[d * inner] = e;
+				sum += e;
+			}
+			float inv = (float)(1.0 / sum);
+			for (int64_t d = 0; d < D; d++)
+				y[d * inner] *= inv;
+		}
+	}
+}
+
+/* softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy) */
+static void softmax_backward(float *dinp, const float *dout, const float *out,
+			     int64_t outer, int64_t D, int64_t inner, int log)
+{
+	int64_t lanes = outer * inner;
+#pragma omp parallel for if (lanes * D > PAR_MIN)
+	for (int64_t l = 0; l < lanes; l++) {
+		int64_t base = l / inner * D * inner + l % inner;
+		const float *y = out + base, *g = dout + base;
+		float *dx = dinp + base;
+		double s = 0.0;
+		if (log) {
+			for (int64_t d = 0; d < D; d++)
+				s += g[d * inner];
+			for (int64_t d = 0; d < D; d++)
+				dx[d * inner] += g[d * inner] - expf(y[d * inner]) * (float)s;
+		} else {
+			for (int64_t d = 0; d < D; d++)
+				s += (double)g[d * inner] * y[d * inner];
+			for (int64_t d = 0; d < D; d++)
+				dx[d * inner] += y[d * inner] * (g[d * inner] - (float)s);
+		}
+	}
+}
+
+/* ---- descriptors ---- */
+
+static const struct dl_op_desc op_relu, op_leaky_relu, op_tanh, op_sigmoid,
+	op_gelu, op_silu, op_softplus, op_relu_squared, op_softmax,
+	op_log_softmax;
+
+static int act_infer(struct dl_node *n, const struct dl_shape *in,
+		     struct dl_shape *out, struct dl_error *err)
+{
+	*out = in[0];
+	n->ws_bytes = 0;
+	n->saved_bytes = 0;
+	n->macs = dl_shape_numel(&in[0]);
+	return 0;
+}
+
+static void act_fwd(struct dl_node *n, const struct dl_tensor *in,
+		    struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	const struct dl_op_desc *op = n->op;
+	const float *x = in[0].data;
+	float *y = out->data;
+	int64_t len = dl_shape_numel(&in[0].shape);
+	if (op == &op_relu)
+		relu_forward(y, x, len);
+	else if (op == &op_leaky_relu)
+		leaky_relu_forward(y, x, (float)n->hp[0].f, len);
+	else if (op == &op_tanh)
+		tanh_forward(y, x, len);
+	else if (op == &op_sigmoid)
+		sigmoid_forward(y, x, len);
+	else if (op == &op_gelu)
+		gelu_forward(y, x, (int)n->hp[0].i, len);
+	else if (op == &op_silu)
+		silu_forward(y, x, len);
+	else if (op == &op_softplus)
+		softplus_forward(y, x, (float)n->hp[0].f, (float)n->hp[1].f, len);
+	else if (op == &op_relu_squared)
+		relu_squared_forward(y, x, len);
+}
+
+static void act_bwd(struct dl_node *n, const struct dl_tensor *in,
+		    const struct dl_tensor *out, const float *dout,
+		    float *const *din, struct dl_ctx *ctx)
+{
+	const struct dl_op_desc *op = n->op;
+	const float *x = in[0].data, *y = out->data;
+	float *dx = din[0];
+	int64_t len = dl_shape_numel(&in[0].shape);
+	if (!dx)
+		return;
+	if (op == &op_relu)
+		relu_backward(dx, dout, x, len);
+	else if (op == &op_leaky_relu)
+		leaky_relu_backward(dx, dout, x, (float)n->hp[0].f, len);
+	else if (op == &op_tanh)
+		tanh_backward(dx, dout, y, len);
+	else if (op == &op_sigmoid)
+		sigmoid_backward(dx, dout, y, len);
+	else if (op == &op_gelu)
+		gelu_backward(dx, dout, x, (int)n->hp[0].i, len);
+	else if (op == &op_silu)
+		silu_backward(dx, dout, x, len);
+	else if (op == &op_softplus)
+		softplus_backward(dx, dout, x, (float)n->hp[0].f,
+				  (float)n->hp[1].f, len);
+	else if (op == &op_relu_squared)
+		relu_squared_backward(dx, dout, x, len);
+}
+
+/* softmax and log_softmax: the dimension splits the input into
+ * [outer, D, inner] */
+static void softmax_split(const struct dl_node *n, const struct dl_shape *s,
+			  int64_t *outer, int64_t *D, int64_t *inner)
+{
+	int dim = dl_dim_index(n->hp[0].i, s->ndim);
+	*outer = dl_shape_prod(s, 0, dim);
+	*D = s->d[dim];
+	*inner = dl_shape_prod(s, dim + 1, s->ndim);
+}
+
+static int softmax_infer(struct dl_node *n, const struct dl_shape *in,
+			 struct dl_shape *out, struct dl_error *err)
+{
+	char s[128];
+	if (dl_dim_index(n->hp[0].i, in[0].ndim) < 0)
+		return dl_node_error(err, n, 0,
+			"dim %lld is out of range for the input %s (dims count the batch dimension: %d to %d)",
+			(long long)n->hp[0].i, dl_shape_str(&in[0], s, sizeof s),
+			-in[0].ndim, in[0].ndim - 1);
+	return act_infer(n, in, out, err);
+}
+
+static void softmax_fwd(struct dl_node *n, const struct dl_tensor *in,
+			struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	int64_t outer, D, inner;
+	softmax_split(n, &in[0].shape, &outer, &D, &inner);
+	softmax_forward(out->data, in[0].data, outer, D, inner,
+			n->op == &op_log_softmax);
+}
+
+static void softmax_bwd(struct dl_node *n, const struct dl_tensor *in,
+			const struct dl_tensor *out, const float *dout,
+			float *const *din, struct dl_ctx *ctx)
+{
+	int64_t outer, D, inner;
+	if (!din[0])
+		return;
+	softmax_split(n, &in[0].shape, &outer, &D, &inner);
+	softmax_backward(din[0], dout, out->data, outer, D, inner,
+			 n->op == &op_log_softmax);
+}
+
+static const struct dl_hp_desc leaky_relu_hp[] = {
+	{"negative_slope", DL_HP_FLOAT, "0.01", NULL, 0},
+};
+static const struct dl_hp_desc gelu_hp[] = {
+	{"approximate", DL_HP_ENUM, "none", "none|tanh", 0},
+};
+static const struct dl_hp_desc softplus_hp[] = {
+	{"beta", DL_HP_FLOAT, "1", NULL, 0},
+	{"threshold", DL_HP_FLOAT, "20", NULL, 0},
+};
+static const struct dl_hp_desc softmax_hp[] = {
+	{"dim", DL_HP_INT, "-1", NULL, 0},
+};
+
+#define ACT .min_in = 1, .max_in = 1, .infer = act_infer, \
+	.forward = act_fwd, .backward = act_bwd, .flags = DL_OP_INPLACE_OK
+
+/* y = max(x, 0) */
+static const struct dl_op_desc op_relu = {
+	.name = "relu", .doc = "y = max(x, 0)", ACT,
+};
+
+/* y = x if x > 0 else negative_slope * x */
+static const struct dl_op_desc op_leaky_relu = {
+	.name = "leaky_relu", .doc = "y = x if x > 0 else negative_slope * x",
+	.hp = leaky_relu_hp, .n_hp = 1, ACT,
+};
+
+/* y = tanh(x) */
+static const struct dl_op_desc op_tanh = {
+	.name = "tanh", .doc = "y = tanh(x)", ACT,
+};
+
+/* y = 1 / (1 + exp(-x)) */
+static const struct dl_op_desc op_sigmoid = {
+	.name = "sigmoid", .doc = "y = 1 / (1 + exp(-x))", ACT,
+};
+
+/* none: y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2;
+ * tanh: y = x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 */
+static const struct dl_op_desc op_gelu = {
+	.name = "gelu", .doc = "y = x Phi(x) (approximate: tanh form)",
+	.hp = gelu_hp, .n_hp = 1, ACT,
+};
+
+/* y = x sigmoid(x) */
+static const struct dl_op_desc op_silu = {
+	.name = "silu", .doc = "y = x sigmoid(x)", ACT,
+};
+
+/* y = log(1 + exp(beta x)) / beta, or x where beta x > threshold */
+static const struct dl_op_desc op_softplus = {
+	.name = "softplus", .doc = "y = log(1 + exp(beta x)) / beta (x above threshold / beta)",
+	.hp = softplus_hp, .n_hp = 2, ACT,
+};
+
+/* y = max(x, 0)^2 (Primer) */
+static const struct dl_op_desc op_relu_squared = {
+	.name = "relu_squared", .doc = "y = max(x, 0)^2", ACT,
+};
+
+/* y_i = exp(x_i - max x) / sum_j exp(x_j - max x) along dim */
+static const struct dl_op_desc op_softmax = {
+	.name = "softmax", .doc = "y = exp(x) / sum(exp(x)) along dim",
+	.min_in = 1, .max_in = 1, .hp = softmax_hp, .n_hp = 1,
+	.infer = softmax_infer, .forward = softmax_fwd, .backward = softmax_bwd,
+};
+
+/* y_i = x_i - max x - log sum_j exp(x_j - max x) along dim */
+static const struct dl_op_desc op_log_softmax = {
+	.name = "log_softmax", .doc = "y = x - log(sum(exp(x))) along dim",
+	.min_in = 1, .max_in = 1, .hp = softmax_hp, .n_hp = 1,
+	.infer = softmax_infer, .forward = softmax_fwd, .backward = softmax_bwd,
+};
+
+const struct dl_op_desc *const dl_ops_activation[] = {
+	&op_relu, &op_leaky_relu, &op_tanh, &op_sigmoid, &op_gelu, &op_silu,
+	&op_softplus, &op_relu_squared, &op_softmax, &op_log_softmax, NULL,
+};

@@ -1,0 +1,343 @@
+/* Elementwise arithmetic with broadcasting: add, mul (two or more inputs),
+ * sub, div (two). Batch sizes match on their own (equal, or 1); per-sample
+ * shapes broadcast as NumPy's, aligned from the right, so [N, T, D] + [N, D]
+ * adds a [D] vector per sample. macs: K - 1 per output element. */
+#include <stddef.h>
+#include <string.h>
+
+#include "engine/op.h"
+
+#define PAR_MIN 32768 /* elements below which a loop stays serial */
+#define BLK 1024      /* elements of a row per parallel task */
+
+enum elt_kind { ELT_ADD, ELT_MUL, ELT_SUB, ELT_DIV };
+
+/* The output's dimensions after dropping size-1 dimensions and merging
+ * neighbours that every input walks the same way; st (in ctx->ws, [K *
+ * DL_MAX_DIMS]) holds each input's element strides over them, 0 where it is
+ * broadcast. Rows are all dimensions but the last, which is `inner`. */
+struct bcast {
+	int nd, K;
+	int64_t d[DL_MAX_DIMS];
+	int64_t rows, inner;
+	int64_t *st;
+};
+
+static void bcast_plan(struct bcast *p, int64_t *st, const struct dl_tensor *in,
+		       int K, const struct dl_shape *out)
+{
+	int nd = out->ndim;
+	for (int k = 0; k < K; k++) {
+		const struct dl_shape *s = &in[k].shape;
+		int64_t *sk = st + (size_t)k * DL_MAX_DIMS, stride = 1;
+		for (int i = nd - 1; i >= 0; i--) {
+			int j = i == 0 ? 0 : s->ndim - (nd - i);
+			int64_t size = (i == 0 || j >= 1) ? s->d[j] : 1;
+			sk[i] = size == 1 ? 0 : stride;
+			stride *= size;
+		}
+	}
+	/* drop size-1 dims, merge dims that are contiguous for every input */
+	int m = 0;
+	for (int i = 0; i < nd; i++) {
+		if (out->d[i] == 1)
+			continue;
+		int merge = m > 0;
+		for (int k = 0; k < K && merge; k++) {
+			const int64_t *sk = st + (size_t)k * DL_MAX_DIMS;
+			merge = sk[m - 1] == sk[i] * out->d[i];
+		}
+		if (merge) {
+			p->d[m - 1] *= out->d[i];
+			for (int k = 0; k < K; k++)
+				st[(size_t)k * DL_MAX_DIMS + m - 1] = st[(size_t)k * DL_MAX_DIMS + i];
+		} else {
+			p->d[m] = out->d[i];
+			for (int k = 0; k < K; k++)
+				st[(size_t)k * DL_MAX_DIMS + m] = st[(size_t)k * DL_MAX_DIMS + i];
+			m++;
+		}
+	}
+	if (m == 0) {
+		p->d[0] = 1;
+		for (int k = 0; k < K; k++)
+			st[(size_t)k * DL_MAX_DIMS] = 0;
+		m = 1;
+	}
+	p->nd = m;
+	p->K = K;
+	p->st = st;
+	p->inner = p->d[m - 1];
+	p->rows = 1;
+	for (int i = 0; i < m - 1; i++)
+		p->rows *= p->d[i];
+}
+
+/* Row r's index over the plan's leading dimensions. */
+static void bcast_row(const struct bcast *p, int64_t r, int64_t *idx)
+{
+	for (int i = p->nd - 2; i >= 0; i--) {
+		idx[i] = r % p->d[i];
+		r /= p->d[i];
+	}
+}
+
+/* Element j of row idx in input k. */
+static inline float bcast_at(const struct bcast *p, const struct dl_tensor *in,
+			     int k, const int64_t *idx, int64_t j)
+{
+	const int64_t *sk = p->st + (size_t)k * DL_MAX_DIMS;
+	int64_t off = j * sk[p->nd - 1];
+	for (int i = 0; i < p->nd - 1; i++)
+		off += idx[i] * sk[i];
+	return in[k].data[off];
+}
+
+static inline int64_t bcast_off(const struct bcast *p, int k,
+				const int64_t *idx, int64_t j)
+{
+	const int64_t *sk = p->st + (size_t)k * DL_MAX_DIMS;
+	int64_t off = j * sk[p->nd - 1];
+	for (int i = 0; i < p->nd - 1; i++)
+		off += idx[i] * sk[i];
+	return off;
+}
+
+/* out = x0 + x1 + ... | x0 * x1 * ... | x0 - x1 | x0 / x1, broadcast.
+ * Every input of an element is read before the element is written, so out
+ * may be in[0] (in-place). */
+static void elt_forward(enum elt_kind kind, float *out,
+			const struct dl_tensor *in, const struct bcast *p)
+{
+	int64_t nblk = (p->inner + BLK - 1) / BLK, tasks = p->rows * nblk;
+#pragma omp parallel for if (p->rows * p->inner > PAR_MIN) schedule(static)
+	for (int64_t t = 0; t < tasks; t++) {
+		int64_t idx[DL_MAX_DIMS], r = t / nblk, j0 = t % nblk * BLK;
+		int64_t j1 = j0 + BLK < p->inner ? j0 + BLK : p->inner;
+		bcast_row(p, r, idx);
+		float *o = out + r * p->inner;
+		for (int64_t j = j0; j < j1; j++) {
+			float v = bcast_at(p, in, 0, idx, j);
+			for (int k = 1; k < p->K; k++) {
+				float x = bcast_at(p, in, k, idx, j);
+				switch (kind) {
+				case ELT_ADD: v += x; break;
+				case ELT_MUL: v *= x; break;
+				case ELT_SUB: v -= x; break;
+				case ELT_DIV: v /= x; break;
+				}
+			}
+			o[j] = v;
+		}
+	}
+}
+
+/* d out / d x_k at element j of row idx, times g */
+static inline float elt_grad(enum elt_kind kind, const struct dl_tensor *in,
+			     const struct bcast *p, int k, const int64_t *idx,
+			     int64_t j, float g)
+{
+	switch (kind) {
+	case ELT_ADD:
+		return g;
+	case ELT_SUB:
+		return k == 0 ? g : -g;
+	case ELT_MUL:
+		for (int m = 0; m < p->K; m++)
+			if (m != k)
+				g *= bcast_at(p, in, m, idx, j);
+		return g;
+	case ELT_DIV: {
+		float b = bcast_at(p, in, 1, idx, j);
+		if (k == 0)
+			return g / b;
+		return -g * bcast_at(p, in, 0, idx, j) / (b * b);
+	}
+	}
+	return 0.0f;
+}
+
+/* dx_k += dout * d out / d x_k, summed over the dimensions x_k was broadcast
+ * along (in acc, doubles, when it was broadcast at all). */
+static void elt_backward(enum elt_kind kind, float *dx, double *acc, int k,
+			 const float *dout, const struct dl_tensor *in,
+			 const struct bcast *p)
+{
+	int64_t nblk = (p->inner + BLK - 1) / BLK, tasks = p->rows * nblk;
+	int64_t total = p->rows * p->inner, nk = dl_shape_numel(&in[k].shape);
+	if (nk == total) {
+		/* not broadcast: a bijection, safe in parallel */
+#pragma omp parallel for if (total > PAR_MIN) schedule(static)
+		for (int64_t t = 0; t < tasks; t++) {
+			int64_t idx[DL_MAX_DIMS], r = t / nblk, j0 = t % nblk * BLK;
+			int64_t j1 = j0 + BLK < p->inner ? j0 + BLK : p->inner;
+			bcast_row(p, r, idx);
+			const float *g = dout + r * p->inner;
+			for (int64_t j = j0; j < j1; j++)
+				dx[bcast_off(p, k, idx, j)] +=
+					elt_grad(kind, in, p, k, idx, j, g[j]);
+		}
+		return;
+	}
+	for (int64_t i = 0; i < nk; i++)
+		acc[i] = 0.0;
+	for (int64_t r = 0; r < p->rows; r++) {
+		int64_t idx[DL_MAX_DIMS];
+		bcast_row(p, r, idx);
+		const float *g = dout + r * p->inner;
+		for (int64_t j = 0; j < p->inner; j++)
+			acc[bcast_off(p, k, idx, j)] +=
+				elt_grad(kind, in, p, k, idx, j, g[j]);
+	}
+	for (int64_t i = 0; i < nk; i++)
+		dx[i] += (float)acc[i];
+}
+
+/* ---- the ops ---- */
+
+static int elt_infer(struct dl_node *n, const struct dl_shape *in,
+		     struct dl_shape *out, struct dl_error *err)
+{
+	char s[128], t[128];
+	int K = n->n_in;
+	if (K < n->op->min_in || (n->op->max_in >= 0 && K > n->op->max_in))
+		return dl_node_error(err, n, -1, "takes %s %d inputs, got %d",
+				     n->op->max_in < 0 ? "at least" : "exactly",
+				     n->op->min_in, K);
+	int nd = 0, bk = 0;
+	int64_t N = 1;
+	for (int k = 0; k < K; k++) {
+		if (in[k].ndim < 1)
+			return dl_node_error(err, n, -1, "input %d has no batch dimension", k + 1);
+		if (in[k].ndim > nd)
+			nd = in[k].ndim;
+		if (in[k].d[0] == 1)
+			continue;
+		if (N != 1 && in[k].d[0] != N)
+			return dl_node_error(err, n, -1,
+				"input %d has batch size %lld and input %d has %lld; batch sizes must be equal, or 1",
+				bk + 1, (long long)N, k + 1, (long long)in[k].d[0]);
+		N = in[k].d[0];
+		bk = k;
+	}
+	struct dl_shape o;
+	memset(&o, 0, sizeof o);
+	o.ndim = nd;
+	o.d[0] = N;
+	for (int i = nd - 1; i >= 1; i--) {
+		int64_t size = 1;
+		int from = 0;
+		for (int k = 0; k < K; k++) {
+			int j = in[k].ndim - (nd - i);
+			int64_t dk = j >= 1 ? in[k].d[j] : 1;
+			if (dk == 1)
+				continue;
+			if (size != 1 && dk != size) {
+				return dl_node_error(err, n, -1,
+					"input %d has shape %s and input %d has shape %s: their per-sample shapes do not broadcast "
+					"(aligned from the right, each dimension must be equal or 1; the batch dimension is matched on its own)",
+					from + 1, dl_shape_str(&in[from], s, sizeof s), k + 1,
+					dl_shape_str(&in[k], t, sizeof t));
+			}
+			size = dk;
+			from = k;
+		}
+		o.d[i] = size;
+	}
+	int64_t numel = dl_shape_numel(&o);
+	if (numel < 0)
+		return dl_node_error(err, n, -1, "the output %s is too large",
+				     dl_shape_str(&o, s, sizeof s));
+	/* strides, then one accumulator for the largest broadcast input */
+	int64_t acc = 0;
+	for (int k = 0; k < K; k++) {
+		int64_t nk = dl_shape_numel(&in[k]);
+		if (nk != numel && nk > acc)
+			acc = nk;
+	}
+	*out = o;
+	n->ws_bytes = (size_t)K * DL_MAX_DIMS * sizeof(int64_t) +
+		      (size_t)acc * sizeof(double);
+	n->saved_bytes = 0;
+	n->macs = (int64_t)(K - 1) * numel;
+	return 0;
+}
+
+/* tentative definitions: the descriptors follow */
+static const struct dl_op_desc op_mul, op_sub, op_div;
+
+static enum elt_kind elt_kind_of(const struct dl_op_desc *op)
+{
+	if (op == &op_mul)
+		return ELT_MUL;
+	if (op == &op_sub)
+		return ELT_SUB;
+	if (op == &op_div)
+		return ELT_DIV;
+	return ELT_ADD;
+}
+
+static void elt_fwd(struct dl_node *n, const struct dl_tensor *in,
+		    struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	if (dl_shape_numel(&out->shape) == 0)
+		return;
+	struct bcast p;
+	bcast_plan(&p, ctx->ws, in, n->n_in, &out->shape);
+	elt_forward(elt_kind_of(n->op), out->data, in, &p);
+}
+
+static void elt_bwd(struct dl_node *n, const struct dl_tensor *in,
+		    const struct dl_tensor *out, const float *dout,
+		    float *const *din, struct dl_ctx *ctx)
+{
+	if (dl_shape_numel(&out->shape) == 0)
+		return;
+	struct bcast p;
+	int64_t *st = ctx->ws;
+	bcast_plan(&p, st, in, n->n_in, &out->shape);
+	double *acc = (double *)(st + (size_t)n->n_in * DL_MAX_DIMS);
+	for (int k = 0; k < n->n_in; k++)
+		if (din[k])
+			elt_backward(elt_kind_of(n->op), din[k], acc, k, dout, in, &p);
+}
+
+/* y = x1 + x2 + ... (broadcast) */
+static const struct dl_op_desc op_add = {
+	.name = "add",
+	.doc = "y = x1 + x2 + ... (broadcast)",
+	.min_in = 2, .max_in = -1,
+	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.flags = DL_OP_INPLACE_OK,
+};
+
+/* y = x1 * x2 * ... (broadcast) */
+static const struct dl_op_desc op_mul = {
+	.name = "mul",
+	.doc = "y = x1 * x2 * ... (broadcast)",
+	.min_in = 2, .max_in = -1,
+	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.flags = DL_OP_INPLACE_OK,
+};
+
+/* y = x1 - x2 (broadcast) */
+static const struct dl_op_desc op_sub = {
+	.name = "sub",
+	.doc = "y = x1 - x2 (broadcast)",
+	.min_in = 2, .max_in = 2,
+	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.flags = DL_OP_INPLACE_OK,
+};
+
+/* y = x1 / x2 (broadcast) */
+static const struct dl_op_desc op_div = {
+	.name = "div",
+	.doc = "y = x1 / x2 (broadcast)",
+	.min_in = 2, .max_in = 2,
+	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.flags = DL_OP_INPLACE_OK,
+};
+
+const struct dl_op_desc *const dl_ops_elementwise[] = {
+	&op_add, &op_mul, &op_sub, &op_div, NULL,
+};
