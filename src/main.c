@@ -1,1 +1,58 @@
-/* Placeholder: being written. */
+/* dlrun: parses the verb, runs it, prints its error. Exit codes: 0 success,
+ * 1 failure while running, 2 bad invocation or bad input. */
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "verbs/verbs.h"
+
+static const struct verb *const verbs[] = {
+	&verb_infer, &verb_init, &verb_summary, &verb_ops, NULL,
+};
+
+static void usage(FILE *f)
+{
+	fputs("usage: dlrun VERB [OPTIONS] MODEL.yaml\n"
+	      "       dlrun --version\n\nverbs:\n", f);
+	for (const struct verb *const *v = verbs; *v; v++)
+		fprintf(f, "  %-9s %s\n", (*v)->name, (*v)->summary);
+	fputs("\n'dlrun VERB --help' describes a verb; man dlrun and man "
+	      "dlrun-model describe everything.\n", f);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+		printf("dlrun %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	struct dl_error err = {0};
+	const char *names[16];
+	int n = 0;
+	for (const struct verb *const *v = verbs; *v; v++) {
+		names[n++] = (*v)->name;
+		if (strcmp((*v)->name, argv[1]) == 0) {
+			int rc = (*v)->run(argc - 1, argv + 1, &err);
+			if (rc == 0)
+				return 0;
+			fprintf(stderr, "dlrun: %s\n", err.msg[0] ? err.msg : "failed");
+			return rc == DL_EINPUT ? 2 : 1;
+		}
+	}
+	names[n] = NULL;
+	const char *s = dl_suggest(argv[1], names);
+	if (s)
+		fprintf(stderr, "dlrun: unknown verb '%s'; did you mean '%s'?\n", argv[1], s);
+	else
+		fprintf(stderr, "dlrun: unknown verb '%s'; see 'dlrun --help'\n", argv[1]);
+	return 2;
+}

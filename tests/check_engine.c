@@ -1,1 +1,296 @@
-/* Placeholder: being written. */
+/* Engine tests: the loader's scopes and wiring, literal typing, the memory
+ * plan's reuse and non-overlap, symbolic sizes, GEMM against its
+ * reference, the RNG's determinism. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_suites.h"
+#include "dlrun.h"
+#include "engine/gemm.h"
+#include "model/yamlutil.h"
+
+static char *write_model(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof path, "/tmp/dlrun-check-%d.yaml", (int)getpid());
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static struct dl_graph *load(const char *text, struct dl_error *err)
+{
+	struct dl_graph *g = NULL;
+	char *path = write_model(text);
+	dl_error_clear(err);
+	dl_model_load(&g, path, err);
+	unlink(path);
+	return g;
+}
+
+static int has_param(struct dl_graph *g, const char *key)
+{
+	return dl_graph_param(g, key, NULL) != NULL;
+}
+
+START_TEST(scopes_follow_nn_sequential)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs: {x: {shape: [6]}}\n"
+		"blocks:\n"
+		"  mlp: [linear: {out_features: 6}, relu]\n"
+		"layers:\n"
+		"  - linear: {out_features: 6}\n"
+		"  - name: enc\n"
+		"    sequential: [linear: {out_features: 6}, tanh, linear: {out_features: 6}]\n"
+		"  - residual: [linear: {out_features: 6}, relu, linear: {out_features: 6}]\n"
+		"  - residual: {body: [linear: {out_features: 5}], shortcut: [linear: {out_features: 5}]}\n"
+		"  - repeat: {times: 3, body: [linear: {out_features: 5}, relu]}\n"
+		"  - repeat: {times: 2, use: mlp}\n"
+		"  - use: mlp\n"
+		"  - name: head\n"
+		"    linear: {out_features: 2, bias: false}\n",
+		&err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	const char *want[] = {
+		"0.weight", "0.bias", "enc.0.weight", "enc.2.bias", "2.0.weight",
+		"2.2.weight", "3.0.weight", "3.shortcut.0.weight", "4.0.0.weight",
+		"4.1.0.weight", "4.2.0.bias", "5.0.0.weight", "5.1.0.weight",
+		"6.0.weight", "head.weight"};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		ck_assert_msg(has_param(g, want[i]), "missing %s", want[i]);
+	ck_assert(!has_param(g, "head.bias"));
+	ck_assert(!has_param(g, "enc.1.weight"));
+	/* 6*6+6 three times before the residuals, ... : count exactly */
+	int64_t want_params = 42 + 3 * 42 + 2 * 42 + 2 * 30 + (30 + 30 + 30) +
+			      2 * 30 + 30 + 10;
+	ck_assert_int_eq(dl_model_count_params(g, NULL), want_params);
+	dl_graph_free(g);
+}
+END_TEST
+
+START_TEST(wiring_by_name_and_outputs)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs:\n"
+		"  a: {shape: [3]}\n"
+		"  b: {shape: [3]}\n"
+		"outputs: [s, p]\n"
+		"layers:\n"
+		"  - name: s\n"
+		"    in: [a, b]\n"
+		"    add: {}\n"
+		"  - name: p\n"
+		"    in: [s, a, s]\n"
+		"    mul: {}\n",
+		&err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	ck_assert_int_eq(g->n_outputs, 2);
+	ck_assert_int_eq(g->n_nodes, 2);
+	ck_assert_int_eq(g->nodes[1].n_in, 3);
+	ck_assert_int_eq(g->nodes[1].in[0], g->nodes[0].out);
+	ck_assert_int_eq(g->nodes[1].in[1], 0);
+	ck_assert_int_eq(g->outputs[0], g->nodes[0].out);
+	dl_graph_free(g);
+}
+END_TEST
+
+static void expect_error(const char *model, const char *where, const char *what)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(model, &err);
+	ck_assert_msg(g == NULL, "loaded a bad model: %s", model);
+	ck_assert_int_eq(err.code, DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, where), "'%s' lacks '%s'", err.msg, where);
+	ck_assert_msg(strstr(err.msg, what), "'%s' lacks '%s'", err.msg, what);
+	ck_assert_msg(!strchr(err.msg, '\n'), "message is not one line");
+}
+
+START_TEST(located_errors)
+{
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - linear: {out_feature: 3}\n",
+		     ":3:14:", "did you mean 'out_features'");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - rleu\n", ":3:5:",
+		     "did you mean 'relu'");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - linear: {out_features: 010}\n",
+		     ":3:28:", "decimal integer");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - linear: {out_features: 3, bias: yes}\n",
+		     ":3:37:", "true or false");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - relu\n  - name: y\n    in: z\n    relu: {}\n",
+		     ":5:9:", "'z' is not defined");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - name: y\n    relu: {}\n  - name: y\n    tanh: {}\n",
+		     ":5:11:", "defined twice");
+	expect_error("inputs: {x: {shape: [4]}}\nlayer: []\n", ":2:1:", "did you mean 'layers'");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - repeat: {times: 0, body: [relu]}\n",
+		     ":3:21:", "positive");
+	expect_error("inputs: {x: {shape: [4]}}\nblocks: {b: [use: b]}\nlayers:\n  - use: b\n",
+		     ":2:19:", "uses itself");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - relu\n  - linear: {out_features: 2}\n"
+		     "    out_features: 3\n", ":5:5:", "hyperparameter of linear");
+	expect_error("inputs: {x: {shape: [4]}}\noutputs: [nope]\nlayers: [relu]\n",
+		     ":2:11:", "not a top-level");
+	expect_error("inputs: {x: {shape: [4]}}\nlayers:\n  - residual: [linear: {out_features: 3}]\n",
+		     ":3:5:", "add");
+	expect_error("inputs: {x: {shape: [4, 0]}}\nlayers: [relu]\n", ":1:25:", "positive");
+	expect_error("inputs: {x: {shape: [4]}\nlayers: [relu]\n", ":", "malformed YAML");
+}
+END_TEST
+
+START_TEST(literals_are_strict)
+{
+	int64_t i;
+	double f;
+	ck_assert_int_eq(dl_parse_int("42", &i), 0);
+	ck_assert_int_eq(i, 42);
+	ck_assert_int_eq(dl_parse_int("-7", &i), 0);
+	ck_assert_int_eq(i, -7);
+	ck_assert_int_eq(dl_parse_int("010", &i), -1);
+	ck_assert_int_eq(dl_parse_int("0x10", &i), -1);
+	ck_assert_int_eq(dl_parse_int("1:20", &i), -1);
+	ck_assert_int_eq(dl_parse_int("1.5", &i), -1);
+	ck_assert_int_eq(dl_parse_int("", &i), -1);
+	ck_assert_int_eq(dl_parse_int("-", &i), -1);
+	ck_assert_int_eq(dl_parse_float("1e-5", &f), 0);
+	ck_assert(f == 1e-5);
+	ck_assert_int_eq(dl_parse_float("0.5", &f), 0);
+	ck_assert_int_eq(dl_parse_float("0x1p3", &f), -1);
+	ck_assert_int_eq(dl_parse_float("01.5", &f), -1);
+	ck_assert_int_eq(dl_parse_float("nan", &f), -1);
+	ck_assert_int_eq(dl_parse_float("1e999", &f), -1);
+}
+END_TEST
+
+/* Buffers alive at the same time never overlap, and a long chain reuses
+ * memory instead of holding every activation. */
+START_TEST(plan_reuses_without_overlap)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs: {x: {shape: [64]}}\n"
+		"layers:\n"
+		"  - name: a\n"
+		"    linear: {out_features: 64}\n"
+		"  - name: deep\n"
+		"    repeat: {times: 6, body: [linear: {out_features: 64}, relu]}\n"
+		"  - name: b\n"
+		"    in: [a, deep]\n"
+		"    add: {}\n"
+		"  - tanh\n",
+		&err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	ck_assert_int_eq(dl_graph_plan(g, 0, &err), 0);
+	size_t sum = 0;
+	for (int v = g->n_inputs; v < g->n_values; v++)
+		sum += g->values[v].bytes;
+	ck_assert_msg(g->arena_bytes < sum / 2, "arena %zu of %zu", g->arena_bytes, sum);
+	/* liveness intervals [producer, last_use] that intersect must not share bytes */
+	for (int u = g->n_inputs; u < g->n_values; u++)
+		for (int v = u + 1; v < g->n_values; v++) {
+			const struct dl_value *a = &g->values[u], *b = &g->values[v];
+			int a_end = a->pinned ? g->n_nodes : (a->last_use < 0 ? a->producer : a->last_use);
+			int b_end = b->pinned ? g->n_nodes : (b->last_use < 0 ? b->producer : b->last_use);
+			int live_together = a->producer <= b_end && b->producer <= a_end;
+			int share = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+			ck_assert_msg(!(live_together && share && a->bytes && b->bytes),
+				      "values %d and %d overlap", u, v);
+		}
+	/* keep_all for training: nothing shared at all */
+	ck_assert_int_eq(dl_graph_plan(g, 1, &err), 0);
+	ck_assert_uint_ge(g->arena_bytes, sum);
+	dl_graph_free(g);
+}
+END_TEST
+
+START_TEST(symbolic_sizes_bind_from_data)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs:\n  a: {shape: [T, 4]}\n  b: {shape: [T, 4]}\n"
+		"layers:\n  - in: [a, b]\n    add: {}\n", &err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	ck_assert_int_eq(g->shapes_ready, 0);
+	struct dl_shape in[2] = {{3, {2, 5, 4}}, {3, {2, 5, 4}}};
+	ck_assert_int_eq(dl_graph_infer(g, in, &err), 0);
+	ck_assert_int_eq(g->values[g->outputs[0]].shape.d[1], 5);
+	in[1].d[1] = 6;
+	dl_error_clear(&err);
+	ck_assert_int_eq(dl_graph_infer(g, in, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "T is 5"), "%s", err.msg);
+	dl_graph_free(g);
+}
+END_TEST
+
+START_TEST(gemm_matches_reference)
+{
+	enum { M = 7, N = 5, K = 9 };
+	float A[K * M], B[K * N], C1[M * N], C2[M * N];
+	struct dl_rng r;
+	dl_rng_seed(&r, 3);
+	for (int i = 0; i < K * M; i++)
+		A[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < K * N; i++)
+		B[i] = (float)dl_rng_normal(&r);
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			for (int i = 0; i < M * N; i++)
+				C1[i] = C2[i] = (float)i;
+			dl_sgemm(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C1, N);
+			dl_sgemm_ref(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C2, N);
+			for (int i = 0; i < M * N; i++)
+				ck_assert_float_eq_tol(C1[i], C2[i], 1e-4);
+		}
+}
+END_TEST
+
+START_TEST(rng_is_deterministic)
+{
+	struct dl_rng a, b;
+	dl_rng_seed(&a, 42);
+	dl_rng_seed(&b, 42);
+	for (int i = 0; i < 100; i++)
+		ck_assert_uint_eq(dl_rng_next(&a), dl_rng_next(&b));
+	dl_rng_seed(&b, 43);
+	ck_assert_uint_ne(dl_rng_next(&a), dl_rng_next(&b));
+	double sum = 0, sq = 0;
+	for (int i = 0; i < 20000; i++) {
+		double x = dl_rng_normal(&a);
+		sum += x;
+		sq += x * x;
+	}
+	ck_assert_double_eq_tol(sum / 20000, 0.0, 0.05);
+	ck_assert_double_eq_tol(sq / 20000, 1.0, 0.05);
+}
+END_TEST
+
+START_TEST(suggestions)
+{
+	const char *c[] = {"kernel_size", "stride", "padding", NULL};
+	ck_assert_str_eq(dl_suggest("kernel", c), "kernel_size");
+	ck_assert_str_eq(dl_suggest("strid", c), "stride");
+	ck_assert_ptr_null(dl_suggest("banana", c));
+}
+END_TEST
+
+Suite *make_engine_suite(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *tc = tcase_create("engine");
+	tcase_add_test(tc, scopes_follow_nn_sequential);
+	tcase_add_test(tc, wiring_by_name_and_outputs);
+	tcase_add_test(tc, located_errors);
+	tcase_add_test(tc, literals_are_strict);
+	tcase_add_test(tc, plan_reuses_without_overlap);
+	tcase_add_test(tc, symbolic_sizes_bind_from_data);
+	tcase_add_test(tc, gemm_matches_reference);
+	tcase_add_test(tc, rng_is_deterministic);
+	tcase_add_test(tc, suggestions);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,1 +1,619 @@
-/* Placeholder: being written. */
+/* The training core against PyTorch: losses and their gradients, optimizer
+ * steps, gradient clipping and learning-rate schedules, compared with the
+ * fixtures of tools/gen_train_fixtures.py in tests/data/train; plus label
+ * checks, finite differences, and a bit-exact optimizer state round trip. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "check_suites.h"
+#include "io/npy.h"
+#include "train/loss.h"
+#include "train/optim.h"
+
+#ifndef SRCDIR
+#define SRCDIR "."
+#endif
+#define DATA SRCDIR "/tests/data/train/"
+
+#define LOSS_TOL 1e-6
+#define OPTIM_TOL 1e-5
+
+/* ---- fixtures ---- */
+
+/* Reads DATA/name.npy as float32; the caller frees the result. */
+static float *load_f32(const char *name, struct dl_shape *shape)
+{
+	char path[512];
+	snprintf(path, sizeof path, DATA "%s.npy", name);
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	struct dl_error err = {0};
+	struct dl_tensor t;
+	int rc = dl_npy_read(f, path, &t, &err);
+	fclose(f);
+	ck_assert_msg(rc == 1, "%s: %s", path, err.msg);
+	if (shape)
+		*shape = t.shape;
+	return t.data;
+}
+
+/* Reads DATA/name.npy as int64; the caller frees the result. */
+static int64_t *load_i64(const char *name, struct dl_shape *shape)
+{
+	char path[512];
+	snprintf(path, sizeof path, DATA "%s.npy", name);
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	struct dl_error err = {0};
+	struct dl_npy_header h;
+	ck_assert_msg(dl_npy_read_header(f, path, &h, &err) == 1, "%s: %s",
+		      path, err.msg);
+	int64_t *d = malloc((size_t)(h.numel ? h.numel : 1) * sizeof *d);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_msg(dl_npy_read_i64(f, path, &h, h.numel, d, &err) == 0,
+		      "%s: %s", path, err.msg);
+	fclose(f);
+	if (shape)
+		*shape = h.shape;
+	return d;
+}
+
+/* max |a - b| / max |b|: the relative error in the infinity norm. */
+static double rel_err(const float *a, const float *b, int64_t n)
+{
+	double diff = 0, scale = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		diff = d > diff || isnan(d) ? d : diff;
+		scale = fabs(b[i]) > scale ? fabs(b[i]) : scale;
+	}
+	return diff / (scale > 0 ? scale : 1);
+}
+
+static double rel_err1(double a, double b)
+{
+	return fabs(a - b) / (fabs(b) > 0 ? fabs(b) : 1);
+}
+
+/* ---- losses ---- */
+
+/* One loss fixture: NAME_x, NAME_y, NAME_loss, NAME_grad. The loss-only
+ * call (NULL gradient) must give the same value. */
+static void check_loss_fixture(const char *name, enum dl_loss kind,
+			       int64_t ignore_index)
+{
+	char buf[64];
+	struct dl_shape xs, ys;
+	snprintf(buf, sizeof buf, "%s_x", name);
+	float *x = load_f32(buf, &xs);
+	snprintf(buf, sizeof buf, "%s_y", name);
+	int64_t *ids = NULL;
+	float *vals = NULL;
+	if (dl_loss_takes_ids(kind))
+		ids = load_i64(buf, &ys);
+	else
+		vals = load_f32(buf, &ys);
+	snprintf(buf, sizeof buf, "%s_loss", name);
+	float *want_loss = load_f32(buf, NULL);
+	snprintf(buf, sizeof buf, "%s_grad", name);
+	float *want_grad = load_f32(buf, NULL);
+
+	struct dl_error err = {0};
+	int64_t rows, cols;
+	ck_assert_msg(dl_loss_shape(kind, &xs, &ys, &rows, &cols, &err) == 0,
+		      "%s", err.msg);
+	if (ids)
+		ck_assert_msg(dl_loss_check_labels(ids, rows, cols, ignore_index,
+						   name, &err) == 0, "%s", err.msg);
+	int64_t n = rows * cols;
+	float *grad = malloc((size_t)n * sizeof *grad);
+	for (int64_t i = 0; i < n; i++)
+		grad[i] = NAN;  /* every element must be written */
+	double loss = dl_loss_eval(kind, x, ids, vals, rows, cols,
+				   ignore_index, grad);
+	double loss_only = dl_loss_eval(kind, x, ids, vals, rows, cols,
+					ignore_index, NULL);
+	ck_assert_msg(rel_err1(loss, want_loss[0]) <= LOSS_TOL,
+		      "%s: loss %.9g, PyTorch %.9g", name, loss, want_loss[0]);
+	ck_assert_msg(loss == loss_only, "%s: %.17g without gradient, %.17g with",
+		      name, loss_only, loss);
+	double e = rel_err(grad, want_grad, n);
+	ck_assert_msg(e <= LOSS_TOL, "%s: gradient off by %.3g", name, e);
+	free(grad);
+	free(x);
+	free(ids);
+	free(vals);
+	free(want_loss);
+	free(want_grad);
+}
+
+START_TEST(test_ce_2d)
+{
+	check_loss_fixture("ce2d", DL_LOSS_CROSS_ENTROPY, DL_IGNORE_INDEX_DEFAULT);
+}
+END_TEST
+
+START_TEST(test_ce_3d)
+{
+	/* [3, 4, 7] logits, [3, 4] labels, ignore_index 0 */
+	check_loss_fixture("ce3d", DL_LOSS_CROSS_ENTROPY, 0);
+}
+END_TEST
+
+START_TEST(test_nll)
+{
+	check_loss_fixture("nll", DL_LOSS_NLL, DL_IGNORE_INDEX_DEFAULT);
+}
+END_TEST
+
+START_TEST(test_mse)
+{
+	check_loss_fixture("mse", DL_LOSS_MSE, DL_IGNORE_INDEX_DEFAULT);
+}
+END_TEST
+
+START_TEST(test_bce_with_logits)
+{
+	check_loss_fixture("bce", DL_LOSS_BCE_WITH_LOGITS, DL_IGNORE_INDEX_DEFAULT);
+}
+END_TEST
+
+START_TEST(test_ce_all_ignored)
+{
+	/* PyTorch gives nan; dlrun gives 0 and a zero gradient (loss.h) */
+	const float x[6] = {1, 2, 3, 4, 5, 6};
+	const int64_t y[2] = {-100, -100};
+	float d[6] = {1, 1, 1, 1, 1, 1};
+	ck_assert(dl_loss_cross_entropy(x, y, 2, 3, -100, d) == 0.0);
+	for (int i = 0; i < 6; i++)
+		ck_assert(d[i] == 0.0f);
+	ck_assert(dl_loss_nll(x, y, 2, 3, -100, d) == 0.0);
+	ck_assert_int_eq(dl_loss_count_targets(y, 2, -100), 0);
+}
+END_TEST
+
+START_TEST(test_ce_extreme_logits)
+{
+	/* large logits: no overflow, exact zero loss for a certain answer */
+	const float x[4] = {1000.0f, -1000.0f, -1000.0f, 1000.0f};
+	const int64_t y[2] = {0, 0};
+	float d[4];
+	double l = dl_loss_cross_entropy(x, y, 2, 2, -100, d);
+	ck_assert(isfinite(l));
+	ck_assert(fabs(l - 1000.0) < 1e-9);  /* (0 + 2000) / 2 */
+	ck_assert(d[0] == 0.0f && d[1] == 0.0f);
+	ck_assert(d[2] == -0.5f && d[3] == 0.5f);
+}
+END_TEST
+
+/* Central differences in double on a loss function of float inputs. */
+START_TEST(test_loss_finite_differences)
+{
+	enum { R = 3, C = 4, N = R * C };
+	float x[N], t[N], d[N];
+	const int64_t y[R] = {2, -100, 0};
+	for (int i = 0; i < N; i++) {
+		x[i] = (float)sin(1.3 * i + 0.2) * 2.0f;
+		t[i] = (float)(0.5 + 0.5 * cos(0.7 * i));
+	}
+	for (int k = 0; k < DL_LOSS_COUNT; k++) {
+		enum dl_loss kind = (enum dl_loss)k;
+		const int64_t *ids = dl_loss_takes_ids(kind) ? y : NULL;
+		int64_t rows = ids ? R : N, cols = ids ? C : 1;
+		dl_loss_eval(kind, x, ids, t, rows, cols, -100, d);
+		for (int i = 0; i < N; i++) {
+			const float h = 1e-2f;
+			float keep = x[i];
+			x[i] = keep + h;
+			double up = dl_loss_eval(kind, x, ids, t, rows, cols, -100, NULL);
+			x[i] = keep - h;
+			double dn = dl_loss_eval(kind, x, ids, t, rows, cols, -100, NULL);
+			x[i] = keep;
+			double fd = (up - dn) / (2.0 * h);
+			ck_assert_msg(fabs(fd - d[i]) <= 1e-3 * (1 + fabs(fd)),
+				      "%s: element %d: analytic %g, numeric %g",
+				      dl_loss_name(kind), i, d[i], fd);
+		}
+	}
+}
+END_TEST
+
+/* Sums run over a fixed chunk partition: the thread count must not change
+ * a single bit of the loss (a resumed run must end with the same bytes). */
+START_TEST(test_loss_thread_independent)
+{
+	enum { R = 4096, C = 16, N = R * C };
+	float *x = malloc(N * sizeof *x), *d1 = malloc(N * sizeof *d1);
+	float *d2 = malloc(N * sizeof *d2), *t = malloc(N * sizeof *t);
+	int64_t *y = malloc(R * sizeof *y);
+	ck_assert(x && d1 && d2 && t && y);
+	for (int i = 0; i < N; i++) {
+		x[i] = (float)sin(0.001 * i * i) * 4.0f;
+		t[i] = (float)(0.5 + 0.5 * cos(0.01 * i));
+	}
+	for (int i = 0; i < R; i++)
+		y[i] = (i * 7) % C;
+	for (int k = 0; k < DL_LOSS_COUNT; k++) {
+		enum dl_loss kind = (enum dl_loss)k;
+		int64_t rows = dl_loss_takes_ids(kind) ? R : N;
+		int64_t cols = dl_loss_takes_ids(kind) ? C : 1;
+#ifdef _OPENMP
+		omp_set_num_threads(1);
+#endif
+		double l1 = dl_loss_eval(kind, x, y, t, rows, cols, -100, d1);
+#ifdef _OPENMP
+		omp_set_num_threads(3);
+#endif
+		double l2 = dl_loss_eval(kind, x, y, t, rows, cols, -100, d2);
+		ck_assert_msg(memcmp(&l1, &l2, sizeof l1) == 0, "%s: %.17g vs %.17g",
+			      dl_loss_name(kind), l1, l2);
+		ck_assert(memcmp(d1, d2, N * sizeof *d1) == 0);
+	}
+	free(x), free(d1), free(d2), free(t), free(y);
+}
+END_TEST
+
+START_TEST(test_check_labels)
+{
+	struct dl_error err = {0};
+	const int64_t ok[4] = {0, 9, -100, 3};
+	ck_assert_int_eq(dl_loss_check_labels(ok, 4, 10, -100, "y.npy", &err), 0);
+	const int64_t bad[5] = {0, 9, 3, 10, -1};
+	ck_assert_int_eq(dl_loss_check_labels(bad, 5, 10, -100, "y.npy", &err),
+			 DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "y.npy: label 10 at index 3") != NULL,
+		      "%s", err.msg);
+	ck_assert_msg(strstr(err.msg, "10 classes") != NULL, "%s", err.msg);
+	dl_error_clear(&err);
+	/* with another ignore index, -100 is out of range */
+	ck_assert_int_eq(dl_loss_check_labels(ok, 4, 10, 0, "y.npy", &err),
+			 DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "label -100 at index 2") != NULL, "%s",
+		      err.msg);
+}
+END_TEST
+
+START_TEST(test_loss_shapes)
+{
+	struct dl_error err = {0};
+	int64_t rows, cols;
+	int64_t d3[3] = {2, 5, 11}, d2[2] = {2, 5}, d1[1] = {2}, dcol[2] = {2, 1};
+	struct dl_shape o3 = dl_shape_make(3, d3), o2 = dl_shape_make(2, d2);
+	struct dl_shape s1 = dl_shape_make(1, d1), col = dl_shape_make(2, dcol);
+	ck_assert_int_eq(dl_loss_shape(DL_LOSS_CROSS_ENTROPY, &o3, &o2, &rows,
+				       &cols, &err), 0);
+	ck_assert(rows == 10 && cols == 11);
+	ck_assert_int_eq(dl_loss_shape(DL_LOSS_NLL, &o2, &s1, &rows, &cols,
+				       &err), 0);
+	ck_assert(rows == 2 && cols == 5);
+	/* labels [2, 5] for logits [2, 5]: not class ids */
+	ck_assert_int_eq(dl_loss_shape(DL_LOSS_CROSS_ENTROPY, &o2, &o2, &rows,
+				       &cols, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "expected class ids of shape [2]") != NULL,
+		      "%s", err.msg);
+	dl_error_clear(&err);
+	ck_assert_int_eq(dl_loss_shape(DL_LOSS_MSE, &o2, &o2, &rows, &cols,
+				       &err), 0);
+	ck_assert(rows == 10 && cols == 1);
+	ck_assert_int_eq(dl_loss_shape(DL_LOSS_MSE, &col, &s1, &rows, &cols,
+				       &err), 0);
+	ck_assert(rows == 2);
+	ck_assert_int_eq(dl_loss_shape(DL_LOSS_BCE_WITH_LOGITS, &o2, &s1, &rows,
+				       &cols, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "[2, 5]") != NULL, "%s", err.msg);
+}
+END_TEST
+
+START_TEST(test_loss_names)
+{
+	struct dl_error err = {0};
+	enum dl_loss k;
+	for (int i = 0; i < DL_LOSS_COUNT; i++) {
+		ck_assert_int_eq(dl_loss_from_name(dl_loss_name((enum dl_loss)i),
+						   &k, &err), 0);
+		ck_assert_int_eq(k, i);
+	}
+	ck_assert_int_eq(dl_loss_from_name("cross_entrpy", &k, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "did you mean 'cross_entropy'") != NULL,
+		      "%s", err.msg);
+}
+END_TEST
+
+START_TEST(test_accuracy)
+{
+	const float x[8] = {0.1f, 0.9f,  /* 1 */
+			    0.5f, 0.5f,  /* tie: first, 0 */
+			    2.0f, 1.0f,  /* 0 */
+			    0.0f, 3.0f}; /* 1, ignored */
+	const int64_t y[4] = {1, 0, 1, -100};
+	int64_t total;
+	ck_assert_int_eq(dl_loss_correct(x, y, 4, 2, -100, &total), 2);
+	ck_assert_int_eq(total, 3);
+	const float t[4] = {1, 0, 0, 1};
+	ck_assert_int_eq(dl_loss_correct_binary(x, t, 4), 2);
+}
+END_TEST
+
+/* ---- optimizers ---- */
+
+/* The fixtures' parameters are [4, 3] and [5]; here they sit in a block
+ * with a 3-element buffer between them, which must stay untouched. */
+#define NP 17
+#define NBLOCK 20
+static const struct dl_range fixture_ranges[2] = {{0, 12}, {15, 5}};
+
+static void to_block(float *block, const float *flat, float gap)
+{
+	memcpy(block, flat, 12 * sizeof *block);
+	block[12] = block[13] = block[14] = gap;
+	memcpy(block + 15, flat + 12, 5 * sizeof *block);
+}
+
+static struct dl_optim_config fixture_config(int i)
+{
+	struct dl_optim_config c;
+	switch (i) {
+	case 0:   /* sgd_plain: lr 0.1 */
+		return dl_optim_defaults(DL_OPTIM_SGD);
+	case 1:   /* sgd_momentum: lr 0.05 */
+		c = dl_optim_defaults(DL_OPTIM_SGD);
+		c.momentum = 0.9, c.dampening = 0.1, c.weight_decay = 0.01;
+		return c;
+	case 2:   /* sgd_nesterov: lr 0.05 */
+		c = dl_optim_defaults(DL_OPTIM_SGD);
+		c.momentum = 0.9, c.nesterov = 1, c.weight_decay = 0.001;
+		return c;
+	case 3:   /* adam: lr 0.01 */
+		c = dl_optim_defaults(DL_OPTIM_ADAM);
+		c.beta1 = 0.8, c.beta2 = 0.95, c.eps = 1e-6, c.weight_decay = 0.02;
+		return c;
+	default:  /* adamw: lr 0.01, default betas and eps */
+		c = dl_optim_defaults(DL_OPTIM_ADAMW);
+		c.weight_decay = 0.05;
+		return c;
+	}
+}
+
+static const char *const fixture_names[] = {
+	"sgd_plain", "sgd_momentum", "sgd_nesterov", "adam", "adamw",
+};
+
+START_TEST(test_optim_parity)
+{
+	const char *name = fixture_names[_i];
+	struct dl_optim_config cfg = fixture_config(_i);
+	char buf[64];
+	snprintf(buf, sizeof buf, "opt_%s_p0", name);
+	float *p0 = load_f32(buf, NULL);
+	snprintf(buf, sizeof buf, "opt_%s_g", name);
+	float *g = load_f32(buf, NULL);       /* [3, 17] */
+	snprintf(buf, sizeof buf, "opt_%s_p", name);
+	float *want = load_f32(buf, NULL);    /* [3, 17] after each step */
+	snprintf(buf, sizeof buf, "opt_%s_lr", name);
+	float *lr = load_f32(buf, NULL);      /* [3] */
+
+	struct dl_optim o;
+	struct dl_error err = {0};
+	ck_assert_msg(dl_optim_init(&o, &cfg, NBLOCK, fixture_ranges, 2, &err)
+		      == 0, "%s", err.msg);
+	float p[NBLOCK], grad[NBLOCK], got[NP];
+	to_block(p, p0, 7.0f);
+	for (int s = 0; s < 3; s++) {
+		to_block(grad, g + s * NP, 1e3f);  /* buffer "gradients": ignored */
+		dl_optim_step(&o, p, grad, lr[s]);
+		memcpy(got, p, 12 * sizeof *got);
+		memcpy(got + 12, p + 15, 5 * sizeof *got);
+		double e = rel_err(got, want + s * NP, NP);
+		ck_assert_msg(e <= OPTIM_TOL, "%s: step %d off by %.3g", name,
+			      s + 1, e);
+		ck_assert(p[12] == 7.0f && p[13] == 7.0f && p[14] == 7.0f);
+	}
+	ck_assert_int_eq(o.step, 3);
+	if (o.m)
+		ck_assert(o.m[13] == 0.0f);
+	dl_optim_free(&o);
+	dl_optim_free(&o);  /* idempotent */
+	free(p0);
+	free(g);
+	free(want);
+	free(lr);
+}
+END_TEST
+
+/* A checkpoint saves step, m and v; restoring them into a fresh optimizer
+ * must continue bit-identically. */
+START_TEST(test_optim_state_round_trip)
+{
+	struct dl_optim_config cfg = fixture_config(_i);
+	float g[3][NBLOCK], p_run[NBLOCK], p_res[NBLOCK];
+	for (int s = 0; s < 3; s++)
+		for (int i = 0; i < NBLOCK; i++)
+			g[s][i] = (float)sin(0.37 * i + 1.1 * s);
+	for (int i = 0; i < NBLOCK; i++)
+		p_run[i] = (float)cos(0.5 * i);
+	struct dl_optim a, b;
+	struct dl_error err = {0};
+	ck_assert_int_eq(dl_optim_init(&a, &cfg, NBLOCK, fixture_ranges, 2, &err), 0);
+	ck_assert_int_eq(dl_optim_init(&b, &cfg, NBLOCK, fixture_ranges, 2, &err), 0);
+	dl_optim_step(&a, p_run, g[0], 0.01);
+	/* "save" after step 1 */
+	memcpy(p_res, p_run, sizeof p_res);
+	b.step = a.step;
+	if (a.m)
+		memcpy(b.m, a.m, NBLOCK * sizeof *a.m);
+	if (a.v)
+		memcpy(b.v, a.v, NBLOCK * sizeof *a.v);
+	for (int s = 1; s < 3; s++) {
+		dl_optim_step(&a, p_run, g[s], 0.01);
+		dl_optim_step(&b, p_res, g[s], 0.01);
+	}
+	ck_assert(memcmp(p_run, p_res, sizeof p_run) == 0);
+	dl_optim_free(&a);
+	dl_optim_free(&b);
+}
+END_TEST
+
+START_TEST(test_optim_config_errors)
+{
+	struct dl_optim o;
+	struct dl_error err = {0};
+	struct dl_optim_config c = dl_optim_defaults(DL_OPTIM_SGD);
+	c.nesterov = 1;  /* without momentum */
+	ck_assert_int_eq(dl_optim_init(&o, &c, 4, NULL, 0, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "--nesterov") != NULL, "%s", err.msg);
+	dl_error_clear(&err);
+	c.momentum = 0.9, c.dampening = 0.1;  /* nesterov with dampening */
+	ck_assert_int_eq(dl_optim_init(&o, &c, 4, NULL, 0, &err), DL_EINPUT);
+	dl_error_clear(&err);
+	c = dl_optim_defaults(DL_OPTIM_ADAM);
+	c.beta2 = 1.0;
+	ck_assert_int_eq(dl_optim_init(&o, &c, 4, NULL, 0, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "--betas: beta2 1") != NULL, "%s", err.msg);
+	dl_error_clear(&err);
+	c = dl_optim_defaults(DL_OPTIM_ADAMW);
+	ck_assert(c.weight_decay == 0.01);
+	ck_assert(dl_optim_defaults(DL_OPTIM_ADAM).weight_decay == 0);
+	struct dl_range out = {2, 3};
+	ck_assert_int_eq(dl_optim_init(&o, &c, 4, &out, 1, &err), DL_ERUN);
+	dl_error_clear(&err);
+	enum dl_optim_kind k;
+	ck_assert_int_eq(dl_optim_from_name("adamw", &k, &err), 0);
+	ck_assert_int_eq(k, DL_OPTIM_ADAMW);
+	ck_assert_int_eq(dl_optim_from_name("adan", &k, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "did you mean 'adam'") != NULL, "%s",
+		      err.msg);
+}
+END_TEST
+
+/* ---- clipping ---- */
+
+START_TEST(test_clip_grad_norm)
+{
+	static const char *const names[] = {"clip_on", "clip_off"};
+	static const double max_norm[] = {1.0, 50.0};
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s_g", names[_i]);
+	float *g = load_f32(buf, NULL);
+	snprintf(buf, sizeof buf, "%s_out", names[_i]);
+	float *want = load_f32(buf, NULL);
+	snprintf(buf, sizeof buf, "%s_norm", names[_i]);
+	float *want_norm = load_f32(buf, NULL);
+	float block[NBLOCK], got[NP];
+	to_block(block, g, 1e3f);  /* the buffer must not count */
+	double norm = dl_clip_grad_norm(block, NBLOCK, fixture_ranges, 2,
+					max_norm[_i]);
+	ck_assert_msg(rel_err1(norm, want_norm[0]) <= LOSS_TOL,
+		      "%s: norm %.9g, PyTorch %.9g", names[_i], norm, want_norm[0]);
+	memcpy(got, block, 12 * sizeof *got);
+	memcpy(got + 12, block + 15, 5 * sizeof *got);
+	double e = rel_err(got, want, NP);
+	ck_assert_msg(e <= LOSS_TOL, "%s: gradients off by %.3g", names[_i], e);
+	ck_assert(block[13] == 1e3f);
+	free(g);
+	free(want);
+	free(want_norm);
+}
+END_TEST
+
+/* ---- schedules ---- */
+
+START_TEST(test_lr_schedules)
+{
+	/* as SCHEDS in tools/gen_train_fixtures.py */
+	static const struct {
+		const char *name;
+		struct dl_lr_schedule s;
+	} cases[] = {
+		{"constant", {.kind = DL_LR_CONSTANT, .lr = 0.1, .total_steps = 12}},
+		{"constant_warmup", {.kind = DL_LR_CONSTANT, .lr = 0.1,
+				     .total_steps = 12, .warmup = 3}},
+		{"step", {.kind = DL_LR_STEP, .lr = 0.1, .step_size = 4,
+			  .gamma = 0.5, .total_steps = 12}},
+		{"step_warmup", {.kind = DL_LR_STEP, .lr = 0.1, .step_size = 4,
+				 .gamma = 0.5, .total_steps = 12, .warmup = 3}},
+		{"cosine", {.kind = DL_LR_COSINE, .lr = 0.1, .min_lr = 0.01,
+			    .total_steps = 12}},
+		{"cosine_warmup", {.kind = DL_LR_COSINE, .lr = 0.1, .min_lr = 0.01,
+				   .total_steps = 12, .warmup = 3}},
+	};
+	char buf[64];
+	snprintf(buf, sizeof buf, "lr_%s", cases[_i].name);
+	struct dl_shape s;
+	float *want = load_f32(buf, &s);
+	struct dl_error err = {0};
+	ck_assert_msg(dl_lr_check(&cases[_i].s, &err) == 0, "%s", err.msg);
+	for (int64_t t = 0; t < s.d[0]; t++) {
+		double lr = dl_lr_at(&cases[_i].s, t);
+		ck_assert_msg(rel_err1(lr, want[t]) <= LOSS_TOL,
+			      "%s: step %lld: lr %.9g, PyTorch %.9g",
+			      cases[_i].name, (long long)t, lr, want[t]);
+	}
+	free(want);
+}
+END_TEST
+
+START_TEST(test_lr_checks)
+{
+	struct dl_error err = {0};
+	struct dl_lr_schedule s = {.kind = DL_LR_STEP, .lr = 0.1, .gamma = 0.5,
+				   .total_steps = 10};
+	ck_assert_int_eq(dl_lr_check(&s, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "--step-size") != NULL, "%s", err.msg);
+	dl_error_clear(&err);
+	s.kind = DL_LR_COSINE;
+	s.total_steps = 0;
+	ck_assert_int_eq(dl_lr_check(&s, &err), DL_EINPUT);
+	dl_error_clear(&err);
+	s.total_steps = 10;
+	s.warmup = 4;
+	ck_assert_int_eq(dl_lr_check(&s, &err), 0);
+	/* the last warmup step reaches lr; the cosine then starts from lr */
+	ck_assert(fabs(dl_lr_at(&s, 0) - 0.025) < 1e-15);
+	ck_assert(fabs(dl_lr_at(&s, 3) - 0.1) < 1e-15);
+	ck_assert(dl_lr_at(&s, 4) == 0.1);
+	ck_assert(dl_lr_at(&s, 10) == 0.0);  /* T = 6 steps after warmup */
+	ck_assert(dl_lr_at(&s, 50) == 0.0);  /* no second cycle */
+	enum dl_lr_kind k;
+	ck_assert_int_eq(dl_lr_from_name("cosine", &k, &err), 0);
+	ck_assert_int_eq(k, DL_LR_COSINE);
+	ck_assert_int_eq(dl_lr_from_name("cosin", &k, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "--lr-schedule") != NULL, "%s", err.msg);
+}
+END_TEST
+
+Suite *make_train_suite(void)
+{
+	Suite *s = suite_create("train");
+	TCase *tc = tcase_create("loss");
+	tcase_add_test(tc, test_ce_2d);
+	tcase_add_test(tc, test_ce_3d);
+	tcase_add_test(tc, test_nll);
+	tcase_add_test(tc, test_mse);
+	tcase_add_test(tc, test_bce_with_logits);
+	tcase_add_test(tc, test_ce_all_ignored);
+	tcase_add_test(tc, test_ce_extreme_logits);
+	tcase_add_test(tc, test_loss_finite_differences);
+	tcase_add_test(tc, test_loss_thread_independent);
+	tcase_add_test(tc, test_check_labels);
+	tcase_add_test(tc, test_loss_shapes);
+	tcase_add_test(tc, test_loss_names);
+	tcase_add_test(tc, test_accuracy);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("optim");
+	tcase_add_loop_test(tc, test_optim_parity, 0, 5);
+	tcase_add_loop_test(tc, test_optim_state_round_trip, 0, 5);
+	tcase_add_test(tc, test_optim_config_errors);
+	tcase_add_loop_test(tc, test_clip_grad_norm, 0, 2);
+	tcase_add_loop_test(tc, test_lr_schedules, 0, 6);
+	tcase_add_test(tc, test_lr_checks);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -154,6 +154,8 @@ struct dl_op_desc {
 	dl_forward_fn forward;
 	dl_backward_fn backward;   /* NULL: not differentiable yet */
 	unsigned flags;
+	const char *params;        /* for `dlrun ops OP`: "weight [out_features,
+	                            * in_features], bias [out_features]" */
 };
 
 /* ---- helpers for ops ---- */

@@ -2,7 +2,6 @@
  * time with getline and never beyond the requested rows, so a co-process
  * that writes a line and waits for the answer is served at once. */
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +61,10 @@ static int64_t parse_line(struct dl_text_reader *r, size_t len, float *dst,
 			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: '%s' is "
 					    "not a number", r->name,
 					    (long long)r->line, col, tok);
-		if (isfinite(v) && fabs(v) > FLT_MAX)
+		/* strtod gives HUGE_VAL with ERANGE for 1e999, and a finite
+		 * double such as 1e39 silently becomes inf as a float */
+		if ((errno == ERANGE && isinf(v)) ||
+		    (isfinite(v) && isinf((float)v)))
 			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: %s is "
 					    "beyond the float32 range", r->name,
 					    (long long)r->line, col, tok);

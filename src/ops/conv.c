@@ -187,7 +187,7 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 			(long long)g->G, (long long)g->OC);
 	g->has_bias = (int)hp[HP_BIAS].i;
 
-	int64_t L[2], k[2], s[2], d[2], pb[2], pa[2], op[2] = {0, 0}, o[2];
+	int64_t L[2], k[2], s[2], d[2], pb[2] = {0, 0}, pa[2] = {0, 0}, op[2] = {0, 0}, o[2];
 	L[0] = g->H;
 	L[nsp - 1] = g->W;
 	int rc;
@@ -246,7 +246,6 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 	}
 	g->kw = k[nsp - 1]; g->sw = s[nsp - 1]; g->dw = d[nsp - 1];
 	g->pw = pb[nsp - 1]; g->pwa = pa[nsp - 1];
-	(void)a;
 	return 0;
 }
 
@@ -260,12 +259,13 @@ static int depthwise(const struct geom *g)
 	return !g->transposed && g->G == g->C && g->G > 1;
 }
 
-/* A 1x1, stride 1, unpadded convolution: the input already is the GEMM
- * operand. */
+/* A 1x1, stride 1, unpadded (uncropped, same-size) convolution: the input
+ * already is the GEMM operand. */
 static int pointwise(const struct geom *g)
 {
 	return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 &&
-	       g->ph == 0 && g->pw == 0 && g->pha == 0 && g->pwa == 0;
+	       g->ph == 0 && g->pw == 0 && g->pha == 0 && g->pwa == 0 &&
+	       g->OH == g->H && g->OW == g->W;
 }
 
 /* ---- im2col and col2im ---- */
@@ -722,27 +722,48 @@ static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
 		conv_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g);
 }
 
-/* y[n, o] = b[o] + sum_{c in group(o), i} w[o, c, i] x[n, c, i s + i' d - p] */
+/* y[n, o, l] = b[o] + sum over c in o's group and k of
+ * w[o, c, k] x[n, c, l s - p + k d]; w ~ U(+-1/sqrt(fan_in)), fan_in =
+ * in_channels / groups * kernel size (PyTorch's default) */
 static const struct dl_op_desc conv1d_op = {
-	"conv1d", "y = b + sum w * x over a sliding window (cross-correlation)",
-	1, 1, conv_hp, N_HP, conv_infer, conv_op_forward, conv_op_backward, 0,
+	.name = "conv1d",
+	.doc = "y[o, l] = b[o] + sum_c,k w[o, c, k] x[c, l*stride - pad + k*dilation]",
+	.min_in = 1, .max_in = 1,
+	.hp = conv_hp, .n_hp = N_HP,
+	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
+	.params = "weight [out_channels, in_channels/groups, kernel_size], bias [out_channels]",
 };
 
 static const struct dl_op_desc conv2d_op = {
-	"conv2d", "y = b + sum w * x over a sliding 2D window (cross-correlation)",
-	1, 1, conv_hp, N_HP, conv_infer, conv_op_forward, conv_op_backward, 0,
+	.name = "conv2d",
+	.doc = "y[o, h, w] = b[o] + sum_c,i,j w[o, c, i, j] x[c, h*sh - ph + i*dh, w*sw - pw + j*dw]",
+	.min_in = 1, .max_in = 1,
+	.hp = conv_hp, .n_hp = N_HP,
+	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
+	.params = "weight [out_channels, in_channels/groups, kh, kw], bias [out_channels]",
 };
 
-/* The adjoint of conv w.r.t. its input: each input cell scatters w * x
- * into the output; crop pairs cut the full output. */
+/* The adjoint of the convolution w.r.t. its input: each input cell
+ * scatters w * x into the full output, of which padding crops
+ * [before, after] cells; output_padding adds cells at the end. fan_in =
+ * out_channels / groups * kernel size, as PyTorch reads it from weight
+ * dimension 1. */
 static const struct dl_op_desc conv_transpose1d_op = {
-	"conv_transpose1d", "y = b + scatter of w * x (the gradient of conv1d), cropped by padding",
-	1, 1, conv_hp, N_HP_T, conv_infer, conv_op_forward, conv_op_backward, 0,
+	.name = "conv_transpose1d",
+	.doc = "y[o, l*stride + k*dilation - pad] += w[c, o, k] x[c, l]; y += b",
+	.min_in = 1, .max_in = 1,
+	.hp = conv_hp, .n_hp = N_HP_T,
+	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
+	.params = "weight [in_channels, out_channels/groups, kernel_size], bias [out_channels]",
 };
 
 static const struct dl_op_desc conv_transpose2d_op = {
-	"conv_transpose2d", "y = b + scatter of w * x (the gradient of conv2d), cropped by padding",
-	1, 1, conv_hp, N_HP_T, conv_infer, conv_op_forward, conv_op_backward, 0,
+	.name = "conv_transpose2d",
+	.doc = "y[o, h*sh + i*dh - ph, w*sw + j*dw - pw] += w[c, o, i, j] x[c, h, w]; y += b",
+	.min_in = 1, .max_in = 1,
+	.hp = conv_hp, .n_hp = N_HP_T,
+	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
+	.params = "weight [in_channels, out_channels/groups, kh, kw], bias [out_channels]",
 };
 
 const struct dl_op_desc *const dl_ops_conv[] = {

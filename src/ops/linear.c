@@ -141,6 +141,7 @@ static const struct dl_op_desc op_linear = {
 	.infer = linear_infer,
 	.forward = linear_fwd,
 	.backward = linear_bwd,
+	.params = "weight [out_features, in_features], bias [out_features]",
 };
 
 /* ---- matmul ---- */

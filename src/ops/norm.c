@@ -1,6 +1,482 @@
-/* Placeholder: the norm op family is being written. */
-#include <stddef.h>
+/* Normalisation: batch_norm1d, batch_norm2d (batch statistics in training,
+ * running statistics in evaluation, PyTorch's momentum update) and
+ * layer_norm over trailing dimensions. Statistics are accumulated in double;
+ * forward saves mean and 1/std for backward when training. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "engine/op.h"
 
-const struct dl_op_desc *const dl_ops_norm[] = {NULL};
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define PAR_MIN 16384
+
+static int param_index(const struct dl_node *n, const char *name)
+{
+	for (int i = 0; i < n->n_params; i++)
+		if (strcmp(n->params[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static float *param_data(const struct dl_node *n, const char *name)
+{
+	int i = param_index(n, name);
+	return i < 0 ? NULL : n->params[i].data;
+}
+
+static float *param_grad(const struct dl_node *n, const char *name)
+{
+	int i = param_index(n, name);
+	return i < 0 ? NULL : n->params[i].grad;
+}
+
+/* ---- batch norm ---- */
+
+enum { HB_NUM, HB_EPS, HB_MOMENTUM, HB_AFFINE, HB_TRACK, N_BN_HP };
+
+static const struct dl_hp_desc bn_hp[N_BN_HP] = {
+	{"num_features", DL_HP_INT, "inferred", NULL, DL_HP_DERIVED | DL_HP_POSITIVE},
+	{"eps", DL_HP_FLOAT, "1e-5", NULL, DL_HP_NONNEG},
+	{"momentum", DL_HP_FLOAT, "0.1", NULL, DL_HP_NONNEG},
+	{"affine", DL_HP_BOOL, "true", NULL, 0},
+	{"track_running_stats", DL_HP_BOOL, "true", NULL, 0},
+};
+
+/* Input [N, C, S...] seen as [N, C, S] with S the product of the rest. */
+static int bn_shape(const struct dl_node *n, const struct dl_shape *in,
+		    int64_t *N, int64_t *C, int64_t *S, struct dl_error *err)
+{
+	char a[64];
+	int two_d = strcmp(n->op->name, "batch_norm2d") == 0;
+	if (two_d ? in->ndim != 4 : in->ndim != 2 && in->ndim != 3)
+		return dl_node_error(err, n, -1, "expects a %s input, got %s",
+				     two_d ? "[N, C, H, W]" : "[N, C] or [N, C, L]",
+				     dl_shape_str(in, a, sizeof a));
+	*N = in->d[0];
+	*C = in->d[1];
+	*S = dl_shape_prod(in, 2, in->ndim);
+	if (*C == 0)
+		return dl_node_error(err, n, -1, "expects at least one channel, got %s",
+				     dl_shape_str(in, a, sizeof a));
+	if (n->hp[HB_NUM].set && n->hp[HB_NUM].i != *C)
+		return dl_node_error(err, n, HB_NUM,
+			"num_features %lld does not match the input's %lld channels (input %s)",
+			(long long)n->hp[HB_NUM].i, (long long)*C, dl_shape_str(in, a, sizeof a));
+	return 0;
+}
+
+static int bn_infer(struct dl_node *n, const struct dl_shape *in,
+		    struct dl_shape *out, struct dl_error *err)
+{
+	int64_t N, C, S;
+	int rc = bn_shape(n, &in[0], &N, &C, &S, err);
+	if (rc)
+		return rc;
+	struct dl_shape cs = dl_shape_make(1, &C);
+	if (n->hp[HB_AFFINE].i) {
+		if ((rc = dl_node_param(n, "weight", &cs, DL_INIT_ONES, 0, err)) < 0 ||
+		    (rc = dl_node_param(n, "bias", &cs, DL_INIT_ZEROS, 0, err)) < 0)
+			return rc;
+	}
+	if (n->hp[HB_TRACK].i) {
+		if ((rc = dl_node_buffer(n, "running_mean", &cs, DL_INIT_ZEROS, 0, err)) < 0 ||
+		    (rc = dl_node_buffer(n, "running_var", &cs, DL_INIT_ONES, 0, err)) < 0)
+			return rc;
+	}
+	*out = in[0];
+	n->saved_bytes = (size_t)(2 * C) * sizeof(float);   /* mean, rstd */
+	n->ws_bytes = (size_t)(2 * C) * sizeof(float);      /* the same, when
+	                                                     * nothing was saved */
+	n->macs = 2 * N * C * S;
+	return 0;
+}
+
+/* Batch statistics of x [N, C, S] per channel: mean and rstd =
+ * 1 / sqrt(var + eps) with the biased variance. When rm is not NULL, the
+ * running statistics move by momentum towards the batch mean and the
+ * unbiased variance: rm = (1 - momentum) rm + momentum mean. */
+static void bn_stats(float *mean, float *rstd, float *rm, float *rv,
+		     double momentum, const float *x, int64_t N, int64_t C,
+		     int64_t S, double eps)
+{
+	double M = (double)(N * S);
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t c = 0; c < C; c++) {
+		double s = 0.0, ss = 0.0;
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S;
+			for (int64_t q = 0; q < S; q++) {
+				double v = xr[q];
+				s += v;
+				ss += v * v;
+			}
+		}
+		double mu = M > 0 ? s / M : 0.0;
+		double var = M > 0 ? ss / M - mu * mu : 0.0;
+		if (var < 0)
+			var = 0;
+		mean[c] = (float)mu;
+		rstd[c] = (float)(1.0 / sqrt(var + eps));
+		if (rm && M > 0) {
+			/* PyTorch errors on one value per channel; dlrun
+			 * keeps the biased variance then */
+			double unb = M > 1 ? var * M / (M - 1) : var;
+			rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mu);
+			rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * unb);
+		}
+	}
+}
+
+/* y = (x - mean) rstd w + b per channel; w, b may be NULL (1, 0). */
+static void bn_forward(float *y, const float *x, const float *mean,
+		       const float *rstd, const float *w, const float *b,
+		       int64_t N, int64_t C, int64_t S)
+{
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t r = 0; r < N * C; r++) {
+		int64_t c = r % C;
+		float scale = rstd[c] * (w ? w[c] : 1.0f);
+		float shift = (b ? b[c] : 0.0f) - mean[c] * scale;
+		const float *xr = x + r * S;
+		float *yr = y + r * S;
+		for (int64_t q = 0; q < S; q++)
+			yr[q] = xr[q] * scale + shift;
+	}
+}
+
+/* batch: dx += w rstd (dy - mean(dy) - xhat mean(dy xhat)) (statistics of
+ * the batch); else dx += w rstd dy (fixed running statistics).
+ * dw += sum dy xhat, db += sum dy. Any of dx, dw, db may be NULL. */
+static void bn_backward(float *dx, float *dw, float *db, const float *dy,
+			const float *x, const float *mean, const float *rstd,
+			const float *w, int64_t N, int64_t C, int64_t S, int batch)
+{
+	double M = (double)(N * S);
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t c = 0; c < C; c++) {
+		double sdy = 0.0, sdyx = 0.0;
+		float mu = mean[c], rs = rstd[c];
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
+			float a = 0.0f, bsum = 0.0f;
+			for (int64_t q = 0; q < S; q++) {
+				a += dyr[q];
+				bsum += dyr[q] * (xr[q] - mu);
+			}
+			sdy += a;
+			sdyx += (double)bsum * rs;
+		}
+		if (dw)
+			dw[c] += (float)sdyx;
+		if (db)
+			db[c] += (float)sdy;
+		if (!dx)
+			continue;
+		float k = rs * (w ? w[c] : 1.0f);
+		float mdy = batch && M > 0 ? (float)(sdy / M) : 0.0f;
+		float mdyx = batch && M > 0 ? (float)(sdyx / M) : 0.0f;
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
+			float *dxr = dx + (nn * C + c) * S;
+			for (int64_t q = 0; q < S; q++) {
+				float xhat = (xr[q] - mu) * rs;
+				dxr[q] += k * (dyr[q] - mdy - xhat * mdyx);
+			}
+		}
+	}
+}
+
+/* Running statistics as mean and rstd. */
+static void bn_running(float *mean, float *rstd, const float *rm,
+		       const float *rv, int64_t C, double eps)
+{
+	for (int64_t c = 0; c < C; c++) {
+		mean[c] = rm[c];
+		rstd[c] = (float)(1.0 / sqrt((double)rv[c] + eps));
+	}
+}
+
+static void bn_op_forward(struct dl_node *n, const struct dl_tensor *in,
+			  struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	int64_t N, C, S;
+	bn_shape(n, &in[0].shape, &N, &C, &S, NULL);
+	double eps = n->hp[HB_EPS].f, mom = n->hp[HB_MOMENTUM].f;
+	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
+	float *stats = ctx->saved ? ctx->saved : ctx->ws;
+	float *mean = stats, *rstd = stats + C;
+	if (ctx->train || !rm)
+		bn_stats(mean, rstd, ctx->train ? rm : NULL, rv, mom, in[0].data,
+			 N, C, S, eps);
+	else
+		bn_running(mean, rstd, rm, rv, C, eps);
+	bn_forward(out->data, in[0].data, mean, rstd, param_data(n, "weight"),
+		   param_data(n, "bias"), N, C, S);
+}
+
+static void bn_op_backward(struct dl_node *n, const struct dl_tensor *in,
+			   const struct dl_tensor *out, const float *dout,
+			   float *const *din, struct dl_ctx *ctx)
+{
+	int64_t N, C, S;
+	(void)out;
+	bn_shape(n, &in[0].shape, &N, &C, &S, NULL);
+	double eps = n->hp[HB_EPS].f;
+	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
+	int batch = ctx->train || !rm;
+	float *mean, *rstd;
+	if (batch && ctx->saved) {
+		mean = ctx->saved;
+		rstd = mean + C;
+	} else {
+		mean = ctx->ws;
+		rstd = mean + C;
+		if (batch)
+			bn_stats(mean, rstd, NULL, NULL, 0.0, in[0].data, N, C, S, eps);
+		else
+			bn_running(mean, rstd, rm, rv, C, eps);
+	}
+	bn_backward(din ? din[0] : NULL, param_grad(n, "weight"),
+		    param_grad(n, "bias"), dout, in[0].data, mean, rstd,
+		    param_data(n, "weight"), N, C, S, batch);
+}
+
+/* y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias per channel, over
+ * the batch (and length) */
+static const struct dl_op_desc batch_norm1d_op = {
+	.name = "batch_norm1d",
+	.doc = "y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c, over N (and L)",
+	.min_in = 1, .max_in = 1,
+	.hp = bn_hp, .n_hp = N_BN_HP,
+	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
+	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
+};
+
+static const struct dl_op_desc batch_norm2d_op = {
+	.name = "batch_norm2d",
+	.doc = "y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c, over N, H, W",
+	.min_in = 1, .max_in = 1,
+	.hp = bn_hp, .n_hp = N_BN_HP,
+	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
+	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
+};
+
+/* ---- layer norm ---- */
+
+enum { HL_SHAPE, HL_EPS, HL_AFFINE, HL_BIAS, N_LN_HP };
+
+static const struct dl_hp_desc ln_hp[N_LN_HP] = {
+	{"normalized_shape", DL_HP_INTS, "inferred", NULL, DL_HP_DERIVED | DL_HP_POSITIVE},
+	{"eps", DL_HP_FLOAT, "1e-5", NULL, DL_HP_NONNEG},
+	{"elementwise_affine", DL_HP_BOOL, "true", NULL, 0},
+	{"bias", DL_HP_BOOL, "true", NULL, 0},
+};
+
+/* Rows R and row length D: the input is [R..., D...] with D... the
+ * normalized_shape (default: the last dimension). */
+static int ln_shape(const struct dl_node *n, const struct dl_shape *in,
+		    int *k, int64_t *R, int64_t *D, struct dl_error *err)
+{
+	char a[64];
+	const struct dl_hp_value *v = &n->hp[HL_SHAPE];
+	if (in->ndim < 2)
+		return dl_node_error(err, n, -1, "expects an input of at least 2 dimensions [N, ..., D], got %s",
+				     dl_shape_str(in, a, sizeof a));
+	*k = v->set ? v->n : 1;
+	if (*k > in->ndim - 1)
+		return dl_node_error(err, n, HL_SHAPE,
+			"normalized_shape has %d sizes but the input %s has only %d after the batch",
+			*k, dl_shape_str(in, a, sizeof a), in->ndim - 1);
+	for (int i = 0; v->set && i < *k; i++)
+		if (v->v[i] != in->d[in->ndim - *k + i]) {
+			char b[160];
+			struct dl_shape want = dl_shape_make(*k, v->v);
+			return dl_node_error(err, n, HL_SHAPE,
+				"normalized_shape %s does not match the trailing sizes of the input %s",
+				dl_shape_str(&want, b, sizeof b), dl_shape_str(in, a, sizeof a));
+		}
+	*D = dl_shape_prod(in, in->ndim - *k, in->ndim);
+	*R = dl_shape_prod(in, 0, in->ndim - *k);
+	if (*D == 0)
+		return dl_node_error(err, n, -1, "cannot normalise over an empty shape (input %s)",
+				     dl_shape_str(in, a, sizeof a));
+	return 0;
+}
+
+static int ln_infer(struct dl_node *n, const struct dl_shape *in,
+		    struct dl_shape *out, struct dl_error *err)
+{
+	int k;
+	int64_t R, D;
+	int rc = ln_shape(n, &in[0], &k, &R, &D, err);
+	if (rc)
+		return rc;
+	struct dl_shape ps = dl_shape_make(k, in[0].d + in[0].ndim - k);
+	if (n->hp[HL_AFFINE].i) {
+		if ((rc = dl_node_param(n, "weight", &ps, DL_INIT_ONES, 0, err)) < 0)
+			return rc;
+		if (n->hp[HL_BIAS].i &&
+		    (rc = dl_node_param(n, "bias", &ps, DL_INIT_ZEROS, 0, err)) < 0)
+			return rc;
+	}
+	*out = in[0];
+	n->saved_bytes = (size_t)(2 * R) * sizeof(float);
+	n->ws_bytes = (size_t)(2 * R) * sizeof(float);
+	n->macs = 2 * R * D;
+	return 0;
+}
+
+/* out [R, D] = (inp - mean) rstd * weight + bias per row; mean, rstd [R]
+ * are written. weight, bias may be NULL. */
+static void layernorm_forward(float *out, float *mean, float *rstd,
+			      const float *inp, const float *weight,
+			      const float *bias, int64_t R, int64_t D, double eps)
+{
+	#pragma omp parallel for schedule(static) if (R * D > PAR_MIN)
+	for (int64_t r = 0; r < R; r++) {
+		const float *x = inp + r * D;
+		float *y = out + r * D;
+		double s = 0.0;
+		for (int64_t d = 0; d < D; d++)
+			s += x[d];
+		float m = (float)(s / (double)D);
+		double ss = 0.0;
+		for (int64_t d = 0; d < D; d++) {
+			float t = x[d] - m;
+			ss += (double)t * t;
+		}
+		float rs = (float)(1.0 / sqrt(ss / (double)D + eps));
+		for (int64_t d = 0; d < D; d++) {
+			float v = (x[d] - m) * rs;
+			if (weight)
+				v *= weight[d];
+			if (bias)
+				v += bias[d];
+			y[d] = v;
+		}
+		mean[r] = m;
+		rstd[r] = rs;
+	}
+}
+
+/* dinp += rstd (dnorm - mean(dnorm) - xhat mean(dnorm xhat)) with
+ * dnorm = dout * weight; dweight += sum over rows dout xhat, dbias += sum
+ * dout. Any of dinp, dweight, dbias may be NULL. */
+static void layernorm_backward(float *dinp, float *dweight, float *dbias,
+			       const float *dout, const float *inp,
+			       const float *weight, const float *mean,
+			       const float *rstd, int64_t R, int64_t D)
+{
+	if (dinp) {
+		#pragma omp parallel for schedule(static) if (R * D > PAR_MIN)
+		for (int64_t r = 0; r < R; r++) {
+			const float *x = inp + r * D, *dy = dout + r * D;
+			float *dx = dinp + r * D;
+			float m = mean[r], rs = rstd[r];
+			double a = 0.0, b = 0.0;
+			for (int64_t d = 0; d < D; d++) {
+				float dn = dy[d] * (weight ? weight[d] : 1.0f);
+				a += dn;
+				b += (double)dn * ((x[d] - m) * rs);
+			}
+			float ma = (float)(a / (double)D), mb = (float)(b / (double)D);
+			for (int64_t d = 0; d < D; d++) {
+				float dn = dy[d] * (weight ? weight[d] : 1.0f);
+				float xhat = (x[d] - m) * rs;
+				dx[d] += rs * (dn - ma - xhat * mb);
+			}
+		}
+	}
+	if (!dweight && !dbias)
+		return;
+	/* columns in contiguous chunks per thread: no shared sums */
+	#pragma omp parallel if (R * D > PAR_MIN)
+	{
+		int64_t lo = 0, hi = D;
+#ifdef _OPENMP
+		int t = omp_get_thread_num(), nt = omp_get_num_threads();
+		lo = D * t / nt;
+		hi = D * (t + 1) / nt;
+#endif
+		for (int64_t r = 0; r < R; r++) {
+			const float *x = inp + r * D, *dy = dout + r * D;
+			float m = mean[r], rs = rstd[r];
+			for (int64_t d = lo; d < hi; d++) {
+				if (dweight)
+					dweight[d] += dy[d] * ((x[d] - m) * rs);
+				if (dbias)
+					dbias[d] += dy[d];
+			}
+		}
+	}
+}
+
+/* mean and rstd of each row, as layernorm_forward computes them */
+static void layernorm_stats(float *mean, float *rstd, const float *inp,
+			    int64_t R, int64_t D, double eps)
+{
+	#pragma omp parallel for schedule(static) if (R * D > PAR_MIN)
+	for (int64_t r = 0; r < R; r++) {
+		const float *x = inp + r * D;
+		double s = 0.0;
+		for (int64_t d = 0; d < D; d++)
+			s += x[d];
+		float m = (float)(s / (double)D);
+		double ss = 0.0;
+		for (int64_t d = 0; d < D; d++) {
+			float t = x[d] - m;
+			ss += (double)t * t;
+		}
+		mean[r] = m;
+		rstd[r] = (float)(1.0 / sqrt(ss / (double)D + eps));
+	}
+}
+
+static void ln_op_forward(struct dl_node *n, const struct dl_tensor *in,
+			  struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	int k;
+	int64_t R, D;
+	ln_shape(n, &in[0].shape, &k, &R, &D, NULL);
+	float *stats = ctx->saved ? ctx->saved : ctx->ws;
+	layernorm_forward(out->data, stats, stats + R, in[0].data,
+			  param_data(n, "weight"), param_data(n, "bias"), R, D,
+			  n->hp[HL_EPS].f);
+}
+
+static void ln_op_backward(struct dl_node *n, const struct dl_tensor *in,
+			   const struct dl_tensor *out, const float *dout,
+			   float *const *din, struct dl_ctx *ctx)
+{
+	int k;
+	int64_t R, D;
+	(void)out;
+	ln_shape(n, &in[0].shape, &k, &R, &D, NULL);
+	float *stats = ctx->saved;
+	if (!stats) {
+		stats = ctx->ws;
+		layernorm_stats(stats, stats + R, in[0].data, R, D, n->hp[HL_EPS].f);
+	}
+	layernorm_backward(din ? din[0] : NULL, param_grad(n, "weight"),
+			   param_grad(n, "bias"), dout, in[0].data,
+			   param_data(n, "weight"), stats, stats + R, R, D);
+}
+
+/* y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing
+ * normalized_shape */
+static const struct dl_op_desc layer_norm_op = {
+	.name = "layer_norm",
+	.doc = "y = (x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape",
+	.min_in = 1, .max_in = 1,
+	.hp = ln_hp, .n_hp = N_LN_HP,
+	.infer = ln_infer, .forward = ln_op_forward, .backward = ln_op_backward,
+	.params = "weight [normalized_shape], bias [normalized_shape] (elementwise_affine)",
+};
+
+const struct dl_op_desc *const dl_ops_norm[] = {
+	&batch_norm1d_op, &batch_norm2d_op, &layer_norm_op, NULL,
+};

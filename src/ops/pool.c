@@ -1,6 +1,755 @@
-/* Placeholder: the pool op family is being written. */
-#include <stddef.h>
+/* Pooling and resampling: max_pool1d/2d, avg_pool1d/2d,
+ * adaptive_avg_pool1d/2d, upsample. Single passes over planes, OpenMP over
+ * batch x channel; backward recomputes what it needs from the input instead
+ * of saving indices. 1D ops are the 2D kernels with H = 1. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "engine/op.h"
 
-const struct dl_op_desc *const dl_ops_pool[] = {NULL};
+#define GEOM_MAX ((int64_t)1 << 30)
+
+/* Run a loop over planes in parallel when there is enough work. */
+#define PAR_MIN 16384
+
+static int spatial_dims(const struct dl_node *n)
+{
+	size_t len = strlen(n->op->name);
+	return n->op->name[len - 2] == '1' ? 1 : 2;   /* "..._pool1d" */
+}
+
+static const char *layout(int nsp)
+{
+	return nsp == 1 ? "[N, C, L]" : "[N, C, H, W]";
+}
+
+static const char *dims_str(char *buf, size_t size, int nsp, int64_t a,
+			    int64_t b)
+{
+	if (nsp == 1)
+		snprintf(buf, size, "%lld", (long long)b);
+	else
+		snprintf(buf, size, "%lldx%lld", (long long)a, (long long)b);
+	return buf;
+}
+
+/* Input [N, C, (H,) W] as planes of H x W: checks the rank. */
+static int planes(const struct dl_node *n, const struct dl_shape *in, int nsp,
+		  int64_t *N, int64_t *C, int64_t *H, int64_t *W,
+		  struct dl_error *err)
+{
+	char a[64];
+	if (in->ndim != nsp + 2)
+		return dl_node_error(err, n, -1, "expects a %s input, got %s",
+				     layout(nsp), dl_shape_str(in, a, sizeof a));
+	*N = in->d[0];
+	*C = in->d[1];
+	*H = nsp == 1 ? 1 : in->d[2];
+	*W = in->d[nsp + 1];
+	if (*H == 0 || *W == 0)
+		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
+				     layout(nsp), dl_shape_str(in, a, sizeof a));
+	return 0;
+}
+
+/* ---- max and average pooling: geometry ---- */
+
+enum { HP_KERNEL, HP_STRIDE, HP_PADDING, HP_DILATION, HP_CEIL, N_MAX_HP };
+/* avg pools: kernel_size, stride, padding, ceil_mode, count_include_pad */
+enum { HA_KERNEL, HA_STRIDE, HA_PADDING, HA_CEIL, HA_COUNT_PAD, N_AVG_HP };
+
+static const struct dl_hp_desc max_hp[N_MAX_HP] = {
+	{"kernel_size", DL_HP_INTS, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
+	{"stride", DL_HP_INTS, "kernel_size", NULL, DL_HP_DERIVED | DL_HP_POSITIVE},
+	{"padding", DL_HP_PADDING, "0", NULL, DL_HP_NONNEG},
+	{"dilation", DL_HP_INTS, "1", NULL, DL_HP_POSITIVE},
+	{"ceil_mode", DL_HP_BOOL, "false", NULL, 0},
+};
+
+static const struct dl_hp_desc avg_hp[N_AVG_HP] = {
+	{"kernel_size", DL_HP_INTS, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
+	{"stride", DL_HP_INTS, "kernel_size", NULL, DL_HP_DERIVED | DL_HP_POSITIVE},
+	{"padding", DL_HP_PADDING, "0", NULL, DL_HP_NONNEG},
+	{"ceil_mode", DL_HP_BOOL, "false", NULL, 0},
+	{"count_include_pad", DL_HP_BOOL, "true", NULL, 0},
+};
+
+/* A pooling window over planes [H, W] -> [OH, OW]; 1D: H = OH = kh = 1. */
+struct pgeom {
+	int64_t N, C, H, W, OH, OW;
+	int64_t kh, kw, sh, sw, dh, dw;
+	int64_t ph, pw, pha, pwa;   /* padding before and after */
+	int count_pad;              /* avg: count_include_pad */
+};
+
+static int is_max(const struct dl_node *n)
+{
+	return n->op->hp == max_hp;
+}
+
+static int tuple(const struct dl_node *n, int hp, int nsp, int64_t *v,
+		 struct dl_error *err)
+{
+	int rc = dl_hp_tuple(n, hp, nsp, v, err);
+	if (rc)
+		return rc;
+	for (int i = 0; i < nsp; i++)
+		if (v[i] >= GEOM_MAX)
+			return dl_node_error(err, n, hp, "%s %lld is too large",
+					     n->op->hp[hp].name, (long long)v[i]);
+	return 0;
+}
+
+static int pool_geometry(const struct dl_node *n, const struct dl_shape *in,
+			 struct pgeom *g, struct dl_error *err)
+{
+	int nsp = spatial_dims(n), mx = is_max(n), rc;
+	int hk = HP_KERNEL, hs = HP_STRIDE, hpad = HP_PADDING;
+	int hceil = mx ? HP_CEIL : HA_CEIL;
+	memset(g, 0, sizeof *g);
+	if ((rc = planes(n, in, nsp, &g->N, &g->C, &g->H, &g->W, err)))
+		return rc;
+	int64_t L[2], k[2], s[2], d[2] = {1, 1}, pb[2] = {0, 0}, pa[2] = {0, 0}, o[2];
+	L[0] = g->H;
+	L[nsp - 1] = g->W;
+	if ((rc = tuple(n, hk, nsp, k, err)))
+		return rc;
+	if (n->hp[hs].set) {
+		if ((rc = tuple(n, hs, nsp, s, err)))
+			return rc;
+	} else {
+		for (int i = 0; i < nsp; i++)
+			s[i] = k[i];
+	}
+	if (mx && (rc = tuple(n, HP_DILATION, nsp, d, err)))
+		return rc;
+
+	const struct dl_hp_value *v = &n->hp[hpad];
+	switch (v->pad) {
+	case DL_PAD_VALID:
+		for (int i = 0; i < nsp; i++)
+			pb[i] = pa[i] = 0;
+		break;
+	case DL_PAD_SAME:
+		/* ONNX SAME_UPPER: output ceil(L / s), the odd cell after */
+		for (int i = 0; i < nsp; i++) {
+			int64_t out = (L[i] + s[i] - 1) / s[i];
+			int64_t total = (out - 1) * s[i] + d[i] * (k[i] - 1) + 1 - L[i];
+			if (total < 0)
+				total = 0;
+			pb[i] = total / 2;
+			pa[i] = total - pb[i];
+		}
+		break;
+	case DL_PAD_PAIRS:
+		if (v->n != nsp)
+			return dl_node_error(err, n, hpad,
+				"padding has %d [before, after] pairs; give %d, one per spatial dimension",
+				v->n, nsp);
+		for (int i = 0; i < nsp; i++) {
+			pb[i] = v->v[2 * i];
+			pa[i] = v->v[2 * i + 1];
+		}
+		break;
+	case DL_PAD_INTS:
+		if (!(v->scalar || v->n == 1) && v->n != nsp)
+			return dl_node_error(err, n, hpad,
+				"padding has %d values; give one, %d (one per spatial dimension), "
+				"or [before, after] pairs such as %s",
+				v->n, nsp, nsp == 1 ? "[[1, 2]]" : "[[1, 2], [0, 1]]");
+		for (int i = 0; i < nsp; i++)
+			pb[i] = pa[i] = v->scalar || v->n == 1 ? v->v[0] : v->v[i];
+		break;
+	}
+	for (int i = 0; i < nsp; i++)
+		if (pb[i] < 0 || pa[i] < 0 || pb[i] >= GEOM_MAX || pa[i] >= GEOM_MAX)
+			return dl_node_error(err, n, hpad, "padding must be between 0 and %lld",
+					     (long long)GEOM_MAX - 1);
+
+	int ceil_mode = (int)n->hp[hceil].i;
+	for (int i = 0; i < nsp; i++) {
+		int64_t ek = d[i] * (k[i] - 1) + 1, padded = L[i] + pb[i] + pa[i];
+		if (ek > padded) {
+			char kk[64], b[64];
+			int64_t pH = g->H + (nsp == 2 ? pb[0] + pa[0] : 0);
+			int64_t pW = g->W + pb[nsp - 1] + pa[nsp - 1];
+			if (nsp == 2 && k[0] != k[1])
+				dims_str(kk, sizeof kk, nsp, k[0], k[1]);
+			else
+				snprintf(kk, sizeof kk, "%lld", (long long)k[i]);
+			if (ek != k[i])
+				return dl_node_error(err, n, hk,
+					"kernel_size %s with dilation spans %lld cells, more than the padded input %s",
+					kk, (long long)ek, dims_str(b, sizeof b, nsp, pH, pW));
+			return dl_node_error(err, n, hk,
+				"kernel_size %s is larger than the padded input %s",
+				kk, dims_str(b, sizeof b, nsp, pH, pW));
+		}
+		int64_t span = padded - ek;
+		o[i] = (ceil_mode ? (span + s[i] - 1) / s[i] : span / s[i]) + 1;
+		/* PyTorch's rule: the last window starts inside the input or
+		 * its leading padding */
+		if (ceil_mode && (o[i] - 1) * s[i] >= L[i] + pb[i])
+			o[i]--;
+	}
+	g->OH = nsp == 1 ? 1 : o[0];
+	g->OW = o[nsp - 1];
+	if (nsp == 2) {
+		g->kh = k[0]; g->sh = s[0]; g->dh = d[0]; g->ph = pb[0]; g->pha = pa[0];
+	} else {
+		g->kh = 1; g->sh = 1; g->dh = 1; g->ph = 0; g->pha = 0;
+	}
+	g->kw = k[nsp - 1]; g->sw = s[nsp - 1]; g->dw = d[nsp - 1];
+	g->pw = pb[nsp - 1]; g->pwa = pa[nsp - 1];
+	g->count_pad = mx ? 0 : (int)n->hp[HA_COUNT_PAD].i;
+	return 0;
+}
+
+static int pool_infer(struct dl_node *n, const struct dl_shape *in,
+		      struct dl_shape *out, struct dl_error *err)
+{
+	struct pgeom g;
+	int rc = pool_geometry(n, &in[0], &g, err);
+	if (rc)
+		return rc;
+	int nsp = spatial_dims(n);
+	int64_t d[4] = {g.N, g.C, g.OH, g.OW};
+	if (nsp == 1)
+		d[2] = g.OW;
+	*out = dl_shape_make(nsp + 2, d);
+	if (dl_shape_numel(out) < 0)
+		return dl_node_error(err, n, -1, "the output would be too large");
+	n->ws_bytes = 0;
+	n->saved_bytes = 0;
+	n->macs = g.N * g.C * g.OH * g.OW * g.kh * g.kw;
+	return 0;
+}
+
+/* ---- max pooling ---- */
+
+/* The in-bounds cell holding the window's maximum, as PyTorch picks it
+ * (the first of ties; a NaN wins), or -1 when the window covers only
+ * padding. Padding is -inf, so it never wins. */
+static int64_t max_argmax(const float *x, const struct pgeom *g, int64_t oh,
+			  int64_t ow)
+{
+	int64_t best = -1;
+	float m = -INFINITY;
+	for (int64_t i = 0; i < g->kh; i++) {
+		int64_t ih = oh * g->sh - g->ph + i * g->dh;
+		if (ih < 0 || ih >= g->H)
+			continue;
+		for (int64_t j = 0; j < g->kw; j++) {
+			int64_t iw = ow * g->sw - g->pw + j * g->dw;
+			if (iw < 0 || iw >= g->W)
+				continue;
+			float v = x[ih * g->W + iw];
+			if (best < 0)
+				best = ih * g->W + iw;
+			if (v > m || isnan(v)) {
+				m = v;
+				best = ih * g->W + iw;
+			}
+		}
+	}
+	return best;
+}
+
+/* y [N C, OH, OW] = max over each window of x [N C, H, W] (-inf when a
+ * window covers only padding). */
+static void maxpool_forward(float *y, const float *x, const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		float *yp = y + p * out_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++)
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				int64_t a = max_argmax(xp, g, oh, ow);
+				yp[oh * g->OW + ow] = a < 0 ? -INFINITY : xp[a];
+			}
+	}
+}
+
+/* dx += dy routed to each window's argmax */
+static void maxpool_backward(float *dx, const float *dy, const float *x,
+			     const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		const float *dyp = dy + p * out_plane;
+		float *dxp = dx + p * in_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++)
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				int64_t a = max_argmax(xp, g, oh, ow);
+				if (a >= 0)
+					dxp[a] += dyp[oh * g->OW + ow];
+			}
+	}
+}
+
+/* ---- average pooling ---- */
+
+/* PyTorch's window and divisor: the window is clipped to the padded input
+ * (so a ceil_mode window hanging off the end is smaller), then to the input
+ * for the sum; the divisor counts padding when count_include_pad. A window
+ * over padding only has divisor 0 and gives 0. */
+struct window { int64_t h0, h1, w0, w1; float inv; };
+
+static struct window avg_window(const struct pgeom *g, int64_t oh, int64_t ow)
+{
+	struct window w;
+	int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
+	int64_t h1 = h0 + g->kh, w1 = w0 + g->kw;
+	if (h1 > g->H + g->pha)
+		h1 = g->H + g->pha;
+	if (w1 > g->W + g->pwa)
+		w1 = g->W + g->pwa;
+	int64_t pool = (h1 - h0) * (w1 - w0);
+	w.h0 = h0 < 0 ? 0 : h0;
+	w.w0 = w0 < 0 ? 0 : w0;
+	w.h1 = h1 > g->H ? g->H : h1;
+	w.w1 = w1 > g->W ? g->W : w1;
+	int64_t inside = (w.h1 > w.h0 && w.w1 > w.w0) ? (w.h1 - w.h0) * (w.w1 - w.w0) : 0;
+	int64_t div = g->count_pad ? pool : inside;
+	w.inv = div > 0 && inside > 0 ? 1.0f / (float)div : 0.0f;
+	return w;
+}
+
+static void avgpool_forward(float *y, const float *x, const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		float *yp = y + p * out_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++)
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				struct window w = avg_window(g, oh, ow);
+				float s = 0.0f;
+				for (int64_t ih = w.h0; ih < w.h1; ih++)
+					for (int64_t iw = w.w0; iw < w.w1; iw++)
+						s += xp[ih * g->W + iw];
+				yp[oh * g->OW + ow] = s * w.inv;
+			}
+	}
+}
+
+static void avgpool_backward(float *dx, const float *dy, const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *dyp = dy + p * out_plane;
+		float *dxp = dx + p * in_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++)
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				struct window w = avg_window(g, oh, ow);
+				float gv = dyp[oh * g->OW + ow] * w.inv;
+				for (int64_t ih = w.h0; ih < w.h1; ih++)
+					for (int64_t iw = w.w0; iw < w.w1; iw++)
+						dxp[ih * g->W + iw] += gv;
+			}
+	}
+}
+
+static void pool_forward(struct dl_node *n, const struct dl_tensor *in,
+			 struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	struct pgeom g;
+	(void)ctx;
+	pool_geometry(n, &in[0].shape, &g, NULL);
+	if (is_max(n))
+		maxpool_forward(out->data, in[0].data, &g);
+	else
+		avgpool_forward(out->data, in[0].data, &g);
+}
+
+static void pool_backward(struct dl_node *n, const struct dl_tensor *in,
+			  const struct dl_tensor *out, const float *dout,
+			  float *const *din, struct dl_ctx *ctx)
+{
+	struct pgeom g;
+	(void)out;
+	(void)ctx;
+	if (!din || !din[0])
+		return;
+	pool_geometry(n, &in[0].shape, &g, NULL);
+	if (is_max(n))
+		maxpool_backward(din[0], dout, in[0].data, &g);
+	else
+		avgpool_backward(din[0], dout, &g);
+}
+
+/* y = max of x over each window; padding is -inf (any size, unlike
+ * PyTorch's half-kernel limit) */
+static const struct dl_op_desc max_pool1d_op = {
+	.name = "max_pool1d",
+	.doc = "y[l] = max over the window at l s - p of x (padding -inf)",
+	.min_in = 1, .max_in = 1,
+	.hp = max_hp, .n_hp = N_MAX_HP,
+	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+};
+
+static const struct dl_op_desc max_pool2d_op = {
+	.name = "max_pool2d",
+	.doc = "y[h, w] = max over the window at (h sh - ph, w sw - pw) of x (padding -inf)",
+	.min_in = 1, .max_in = 1,
+	.hp = max_hp, .n_hp = N_MAX_HP,
+	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+};
+
+/* y = sum of x over each window / divisor (PyTorch's count_include_pad and
+ * ceil_mode rules); padding is 0 */
+static const struct dl_op_desc avg_pool1d_op = {
+	.name = "avg_pool1d",
+	.doc = "y[l] = mean of x over the window at l s - p (padding 0)",
+	.min_in = 1, .max_in = 1,
+	.hp = avg_hp, .n_hp = N_AVG_HP,
+	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+};
+
+static const struct dl_op_desc avg_pool2d_op = {
+	.name = "avg_pool2d",
+	.doc = "y[h, w] = mean of x over the window at (h sh - ph, w sw - pw) (padding 0)",
+	.min_in = 1, .max_in = 1,
+	.hp = avg_hp, .n_hp = N_AVG_HP,
+	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+};
+
+/* ---- adaptive average pooling ---- */
+
+static const struct dl_hp_desc adaptive_hp[] = {
+	{"output_size", DL_HP_INTS, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
+};
+
+static int adaptive_geometry(const struct dl_node *n, const struct dl_shape *in,
+			     struct pgeom *g, struct dl_error *err)
+{
+	int nsp = n->op->name[strlen(n->op->name) - 2] == '1' ? 1 : 2, rc;
+	int64_t o[2];
+	memset(g, 0, sizeof *g);
+	if ((rc = planes(n, in, nsp, &g->N, &g->C, &g->H, &g->W, err)))
+		return rc;
+	if ((rc = tuple(n, 0, nsp, o, err)))
+		return rc;
+	g->OH = nsp == 1 ? 1 : o[0];
+	g->OW = o[nsp - 1];
+	return 0;
+}
+
+static int adaptive_infer(struct dl_node *n, const struct dl_shape *in,
+			  struct dl_shape *out, struct dl_error *err)
+{
+	struct pgeom g;
+	int rc = adaptive_geometry(n, &in[0], &g, err);
+	if (rc)
+		return rc;
+	int nsp = n->op->name[strlen(n->op->name) - 2] == '1' ? 1 : 2;
+	int64_t d[4] = {g.N, g.C, g.OH, g.OW};
+	if (nsp == 1)
+		d[2] = g.OW;
+	*out = dl_shape_make(nsp + 2, d);
+	if (dl_shape_numel(out) < 0)
+		return dl_node_error(err, n, 0, "the output would be too large");
+	n->ws_bytes = 0;
+	n->saved_bytes = 0;
+	n->macs = g.N * g.C * (g.H > g.OH ? g.H : g.OH) * (g.W > g.OW ? g.W : g.OW);
+	return 0;
+}
+
+/* Output cell i of O over L input cells averages [floor(i L / O),
+ * ceil((i + 1) L / O)). */
+static int64_t ad_start(int64_t i, int64_t O, int64_t L) { return i * L / O; }
+static int64_t ad_end(int64_t i, int64_t O, int64_t L) { return ((i + 1) * L + O - 1) / O; }
+
+static void adaptive_forward(float *y, const float *x, const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * in_plane > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		float *yp = y + p * out_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++) {
+			int64_t h0 = ad_start(oh, g->OH, g->H), h1 = ad_end(oh, g->OH, g->H);
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				int64_t w0 = ad_start(ow, g->OW, g->W), w1 = ad_end(ow, g->OW, g->W);
+				float s = 0.0f;
+				for (int64_t ih = h0; ih < h1; ih++)
+					for (int64_t iw = w0; iw < w1; iw++)
+						s += xp[ih * g->W + iw];
+				yp[oh * g->OW + ow] = s / (float)((h1 - h0) * (w1 - w0));
+			}
+		}
+	}
+}
+
+static void adaptive_backward(float *dx, const float *dy, const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * in_plane > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *dyp = dy + p * out_plane;
+		float *dxp = dx + p * in_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++) {
+			int64_t h0 = ad_start(oh, g->OH, g->H), h1 = ad_end(oh, g->OH, g->H);
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				int64_t w0 = ad_start(ow, g->OW, g->W), w1 = ad_end(ow, g->OW, g->W);
+				float gv = dyp[oh * g->OW + ow] / (float)((h1 - h0) * (w1 - w0));
+				for (int64_t ih = h0; ih < h1; ih++)
+					for (int64_t iw = w0; iw < w1; iw++)
+						dxp[ih * g->W + iw] += gv;
+			}
+		}
+	}
+}
+
+static void adaptive_op_forward(struct dl_node *n, const struct dl_tensor *in,
+				struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	struct pgeom g;
+	(void)ctx;
+	adaptive_geometry(n, &in[0].shape, &g, NULL);
+	adaptive_forward(out->data, in[0].data, &g);
+}
+
+static void adaptive_op_backward(struct dl_node *n, const struct dl_tensor *in,
+				 const struct dl_tensor *out, const float *dout,
+				 float *const *din, struct dl_ctx *ctx)
+{
+	struct pgeom g;
+	(void)out;
+	(void)ctx;
+	if (!din || !din[0])
+		return;
+	adaptive_geometry(n, &in[0].shape, &g, NULL);
+	adaptive_backward(din[0], dout, &g);
+}
+
+/* y[i] = mean of x[floor(i L / O) : ceil((i + 1) L / O)] */
+static const struct dl_op_desc adaptive_avg_pool1d_op = {
+	.name = "adaptive_avg_pool1d",
+	.doc = "y[i] = mean x[floor(i L/O) : ceil((i+1) L/O)]",
+	.min_in = 1, .max_in = 1,
+	.hp = adaptive_hp, .n_hp = 1,
+	.infer = adaptive_infer, .forward = adaptive_op_forward, .backward = adaptive_op_backward,
+};
+
+static const struct dl_op_desc adaptive_avg_pool2d_op = {
+	.name = "adaptive_avg_pool2d",
+	.doc = "y[i, j] = mean of x over rows [floor(i H/OH), ceil((i+1) H/OH)) and columns likewise (output_size: 1 is global average pooling)",
+	.min_in = 1, .max_in = 1,
+	.hp = adaptive_hp, .n_hp = 1,
+	.infer = adaptive_infer, .forward = adaptive_op_forward, .backward = adaptive_op_backward,
+};
+
+/* ---- upsample ---- */
+
+enum { HU_SCALE, HU_MODE, HU_ALIGN, N_UP_HP };
+enum { MODE_NEAREST, MODE_LINEAR, MODE_BILINEAR };
+
+static const struct dl_hp_desc upsample_hp[N_UP_HP] = {
+	{"scale_factor", DL_HP_FLOATS, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
+	{"mode", DL_HP_ENUM, "nearest", "nearest|linear|bilinear", 0},
+	{"align_corners", DL_HP_BOOL, "false", NULL, 0},
+};
+
+/* Per spatial dimension: sizes and the source-coordinate scale, computed
+ * in float as PyTorch does for float tensors. */
+struct ugeom {
+	int64_t N, C, H, W, OH, OW;
+	float rh, rw;      /* source step per output cell */
+	int mode, align;
+};
+
+static int up_geometry(const struct dl_node *n, const struct dl_shape *in,
+		       struct ugeom *g, struct dl_error *err)
+{
+	char a[64];
+	int mode = (int)n->hp[HU_MODE].i, rc;
+	memset(g, 0, sizeof *g);
+	g->mode = mode;
+	g->align = (int)n->hp[HU_ALIGN].i;
+	if (mode == MODE_LINEAR && in->ndim != 3)
+		return dl_node_error(err, n, HU_MODE,
+			"mode linear expects a [N, C, L] input, got %s (use bilinear for images)",
+			dl_shape_str(in, a, sizeof a));
+	if (mode == MODE_BILINEAR && in->ndim != 4)
+		return dl_node_error(err, n, HU_MODE,
+			"mode bilinear expects a [N, C, H, W] input, got %s (use linear for signals)",
+			dl_shape_str(in, a, sizeof a));
+	if (in->ndim != 3 && in->ndim != 4)
+		return dl_node_error(err, n, -1,
+			"expects a [N, C, L] or [N, C, H, W] input, got %s",
+			dl_shape_str(in, a, sizeof a));
+	if (g->align && mode == MODE_NEAREST)
+		return dl_node_error(err, n, HU_ALIGN,
+			"align_corners applies to linear and bilinear modes only");
+	int nsp = in->ndim - 2;
+	if ((rc = planes(n, in, nsp, &g->N, &g->C, &g->H, &g->W, err)))
+		return rc;
+	double s[2];
+	if ((rc = dl_hp_ftuple(n, HU_SCALE, nsp, s, err)))
+		return rc;
+	int64_t L[2] = {g->H, g->W}, O[2];
+	float r[2];
+	if (nsp == 1)
+		L[0] = g->W;
+	for (int i = 0; i < nsp; i++) {
+		double o = floor((double)L[i] * s[i]);
+		if (o < 1)
+			return dl_node_error(err, n, HU_SCALE,
+				"scale_factor %g turns size %lld into an empty output",
+				s[i], (long long)L[i]);
+		if (o > (double)GEOM_MAX * 64)
+			return dl_node_error(err, n, HU_SCALE, "scale_factor %g is too large", s[i]);
+		O[i] = (int64_t)o;
+		if (g->align && mode != MODE_NEAREST)
+			r[i] = O[i] > 1 ? (float)(L[i] - 1) / (float)(O[i] - 1) : 0.0f;
+		else
+			r[i] = (float)(1.0 / s[i]);
+	}
+	if (nsp == 1) {
+		g->OH = 1;
+		g->OW = O[0];
+		g->rh = 0.0f;
+		g->rw = r[0];
+	} else {
+		g->OH = O[0];
+		g->OW = O[1];
+		g->rh = r[0];
+		g->rw = r[1];
+	}
+	return 0;
+}
+
+static int upsample_infer(struct dl_node *n, const struct dl_shape *in,
+			  struct dl_shape *out, struct dl_error *err)
+{
+	struct ugeom g;
+	int rc = up_geometry(n, &in[0], &g, err);
+	if (rc)
+		return rc;
+	int64_t d[4] = {g.N, g.C, g.OH, g.OW};
+	if (in[0].ndim == 3)
+		d[2] = g.OW;
+	*out = dl_shape_make(in[0].ndim, d);
+	if (dl_shape_numel(out) < 0)
+		return dl_node_error(err, n, HU_SCALE, "the output would be too large");
+	n->ws_bytes = 0;
+	n->saved_bytes = 0;
+	n->macs = dl_shape_numel(out) * (g.mode == MODE_NEAREST ? 0 : 2 * (in[0].ndim - 2));
+	return 0;
+}
+
+/* One source coordinate: nearest index, or the two neighbours and the
+ * weight of the second. */
+struct tap { int64_t i0, i1; float l1; };
+
+static struct tap up_tap(const struct ugeom *g, int64_t i, int64_t L, float r)
+{
+	struct tap t;
+	if (g->mode == MODE_NEAREST) {
+		/* PyTorch: floor(i * (1 / s)) in float, clamped */
+		int64_t k = (int64_t)floorf((float)i * r);
+		t.i0 = t.i1 = k < L - 1 ? k : L - 1;
+		t.l1 = 0.0f;
+		return t;
+	}
+	float src = g->align ? r * (float)i : r * ((float)i + 0.5f) - 0.5f;
+	if (src < 0.0f)
+		src = 0.0f;
+	int64_t k = (int64_t)src;
+	if (k > L - 1)
+		k = L - 1;
+	t.i0 = k;
+	t.i1 = k < L - 1 ? k + 1 : k;
+	t.l1 = src - (float)k;
+	if (t.i1 == t.i0)
+		t.l1 = 0.0f;
+	return t;
+}
+
+static void upsample_forward(float *y, const float *x, const struct ugeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * out_plane > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		float *yp = y + p * out_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++) {
+			struct tap th = up_tap(g, oh, g->H, g->rh);
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				struct tap tw = up_tap(g, ow, g->W, g->rw);
+				const float *r0 = xp + th.i0 * g->W, *r1 = xp + th.i1 * g->W;
+				float top = (1.0f - tw.l1) * r0[tw.i0] + tw.l1 * r0[tw.i1];
+				float bot = (1.0f - tw.l1) * r1[tw.i0] + tw.l1 * r1[tw.i1];
+				yp[oh * g->OW + ow] = (1.0f - th.l1) * top + th.l1 * bot;
+			}
+		}
+	}
+}
+
+static void upsample_backward(float *dx, const float *dy, const struct ugeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * out_plane > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *dyp = dy + p * out_plane;
+		float *dxp = dx + p * in_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++) {
+			struct tap th = up_tap(g, oh, g->H, g->rh);
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				struct tap tw = up_tap(g, ow, g->W, g->rw);
+				float gv = dyp[oh * g->OW + ow];
+				float *r0 = dxp + th.i0 * g->W, *r1 = dxp + th.i1 * g->W;
+				float g0 = (1.0f - th.l1) * gv, g1 = th.l1 * gv;
+				r0[tw.i0] += (1.0f - tw.l1) * g0;
+				r0[tw.i1] += tw.l1 * g0;
+				r1[tw.i0] += (1.0f - tw.l1) * g1;
+				r1[tw.i1] += tw.l1 * g1;
+			}
+		}
+	}
+}
+
+static void upsample_op_forward(struct dl_node *n, const struct dl_tensor *in,
+				struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	struct ugeom g;
+	(void)ctx;
+	up_geometry(n, &in[0].shape, &g, NULL);
+	upsample_forward(out->data, in[0].data, &g);
+}
+
+static void upsample_op_backward(struct dl_node *n, const struct dl_tensor *in,
+				 const struct dl_tensor *out, const float *dout,
+				 float *const *din, struct dl_ctx *ctx)
+{
+	struct ugeom g;
+	(void)out;
+	(void)ctx;
+	if (!din || !din[0])
+		return;
+	up_geometry(n, &in[0].shape, &g, NULL);
+	upsample_backward(din[0], dout, &g);
+}
+
+/* nearest: y[i] = x[floor(i / s)]; (bi)linear: source (i + 0.5) / s - 0.5
+ * clamped at 0, interpolated between its two neighbours */
+static const struct dl_op_desc upsample_op = {
+	.name = "upsample",
+	.doc = "y[i] = x[floor(i/s)] (nearest) or x interpolated at (i + 0.5)/s - 0.5 (linear, bilinear)",
+	.min_in = 1, .max_in = 1,
+	.hp = upsample_hp, .n_hp = N_UP_HP,
+	.infer = upsample_infer, .forward = upsample_op_forward, .backward = upsample_op_backward,
+};
+
+const struct dl_op_desc *const dl_ops_pool[] = {
+	&max_pool1d_op, &max_pool2d_op, &avg_pool1d_op, &avg_pool2d_op,
+	&adaptive_avg_pool1d_op, &adaptive_avg_pool2d_op, &upsample_op, NULL,
+};

@@ -69,7 +69,7 @@ const char *dl_optim_name(enum dl_optim_kind kind)
 int dl_optim_from_name(const char *name, enum dl_optim_kind *kind,
 		       struct dl_error *err)
 {
-	int i;
+	int i = 0;
 	int rc = lookup(name, optim_names, "--optimizer", "optimizer", &i, err);
 	if (rc == 0)
 		*kind = (enum dl_optim_kind)i;
@@ -314,7 +314,7 @@ const char *dl_lr_name(enum dl_lr_kind kind)
 int dl_lr_from_name(const char *name, enum dl_lr_kind *kind,
 		    struct dl_error *err)
 {
-	int i;
+	int i = 0;
 	int rc = lookup(name, lr_names, "--lr-schedule", "schedule", &i, err);
 	if (rc == 0)
 		*kind = (enum dl_lr_kind)i;

@@ -1,1 +1,88 @@
-/* Placeholder: being written. */
+/* Option helpers shared by the verbs. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/gemm.h"
+#include "model/yamlutil.h"
+#include "verbs/verbs.h"
+
+int verb_bad_option(const char *verb, int c, char **argv,
+		    struct dl_error *err)
+{
+	const char *opt = argv[optind - 1];
+	if (c == ':')
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: option '%s' needs a value; see 'dlrun %s --help'",
+				    verb, opt, verb);
+	return dl_error_set(err, DL_EINPUT,
+			    "%s: unknown option '%s'; see 'dlrun %s --help'", verb,
+			    optopt && optopt != '?' ? (char[]){'-', (char)optopt, 0} : opt, verb);
+}
+
+int verb_int(const char *verb, const char *opt, const char *s, long long min,
+	     long long max, long long *out, struct dl_error *err)
+{
+	int64_t v;
+	if (dl_parse_int(s, &v) || v < min || v > max)
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: %s takes an integer from %lld to %lld, got '%s'",
+				    verb, opt, min, max, s);
+	*out = v;
+	return 0;
+}
+
+int verb_threads(const char *verb, const char *s, struct dl_error *err)
+{
+	long long n = 0;
+	if (s && verb_int(verb, "--threads", s, 1, 1024, &n, err))
+		return DL_EINPUT;
+	dl_set_threads((int)n);
+	return 0;
+}
+
+int verb_model_arg(const char *verb, int argc, char **argv,
+		   const char **model, struct dl_error *err)
+{
+	if (optind >= argc)
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: which model? usage: dlrun %s MODEL.yaml ...; see 'dlrun %s --help'",
+				    verb, verb, verb);
+	if (optind + 1 < argc)
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: one model only; unexpected '%s'", verb, argv[optind + 1]);
+	*model = argv[optind];
+	return 0;
+}
+
+int verb_load_weights(struct dl_graph *g, const char *wflag,
+		      struct dl_error *err)
+{
+	int64_t buffers;
+	int64_t params = dl_model_count_params(g, &buffers);
+	if (!wflag && params + buffers == 0)
+		return 0;
+	if (wflag)
+		return dl_model_load_weights(g, wflag, err);
+	char *path = dl_model_default_weights(g);
+	if (!path)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	int rc;
+	if (access(path, F_OK) != 0)
+		rc = dl_error_set(err, DL_EINPUT,
+				  "%s: no weights file (%s); make one with 'dlrun init %s -o %s' "
+				  "or train one, or pass -w WEIGHTS",
+				  g->file, path, g->file, path);
+	else
+		rc = dl_model_load_weights(g, path, err);
+	free(path);
+	return rc;
+}
+
+void verb_usage(const struct verb *v)
+{
+	fputs(v->usage, stdout);
+}

@@ -1,1 +1,603 @@
-/* Placeholder: being written. */
+/* dlrun infer: a filter from input arrays to output arrays, step by step,
+ * each step answered and flushed before the next is read, so it works in a
+ * pipeline and as a co-process. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/atomic.h"
+#include "io/npy.h"
+#include "io/text.h"
+#include "verbs/verbs.h"
+
+struct source {
+	const char *path;        /* "-" for stdin */
+	FILE *f;
+	int owned;
+	struct dl_text_reader text;
+	int text_ready;
+};
+
+struct sink {
+	const char *path;        /* "-" for stdout */
+	struct dl_atomic out;
+	int open;
+};
+
+struct infer {
+	struct dl_graph *g;
+	int text;                /* --format text */
+	long long batch;         /* --batch-size, 0: whole arrays (npy) */
+	struct source *src;      /* distinct sources */
+	int n_src;
+	int *src_of;             /* [n_inputs] index into src */
+	struct sink *sink;
+	int n_sink;
+	int *sink_of;            /* [n_outputs] index into sink */
+	float **in_data;         /* [n_inputs] this step's arrays */
+	size_t *in_cap;          /* floats */
+	struct dl_shape *in_shape;
+	float **out_data;        /* [n_outputs] this step's whole outputs */
+	size_t *out_cap;
+	struct dl_shape *out_shape;
+	struct dl_shape *chunk;  /* [n_inputs] */
+	float **chunk_ptr;
+	int weights_loaded;
+	const char *wflag;
+	struct dl_rng rng;
+};
+
+static const char *src_name(const struct source *s)
+{
+	return strcmp(s->path, "-") == 0 ? "stdin" : s->path;
+}
+
+static int grow_floats(float **p, size_t *cap, int64_t n, struct dl_error *err)
+{
+	size_t want = n > 0 ? (size_t)n : 1;
+	if (want <= *cap)
+		return 0;
+	float *q = realloc(*p, want * sizeof *q);
+	if (!q)
+		return dl_error_set(err, DL_ERUN, "out of memory for %zu values", want);
+	*p = q;
+	*cap = want;
+	return 0;
+}
+
+static int output_index(const struct dl_graph *g, const char *name, size_t len)
+{
+	for (int k = 0; k < g->n_outputs; k++)
+		if (strlen(g->output_names[k]) == len &&
+		    strncmp(g->output_names[k], name, len) == 0)
+			return k;
+	return -1;
+}
+
+static int input_index(const struct dl_graph *g, const char *name, size_t len)
+{
+	for (int i = 0; i < g->n_inputs; i++)
+		if (strlen(g->inputs[i].name) == len &&
+		    strncmp(g->inputs[i].name, name, len) == 0)
+			return i;
+	return -1;
+}
+
+static int add_source(struct infer *I, const char *path)
+{
+	for (int s = 0; s < I->n_src; s++)
+		if (strcmp(path, "-") == 0 && strcmp(I->src[s].path, "-") == 0)
+			return s;
+	I->src[I->n_src].path = path;
+	return I->n_src++;
+}
+
+/* Binds inputs to streams: -i NAME=PATH, -i PATH in order, else stdin. */
+static int bind_sources(struct infer *I, char **ins, int n_ins,
+			struct dl_error *err)
+{
+	struct dl_graph *g = I->g;
+	I->src = calloc((size_t)g->n_inputs + 1, sizeof *I->src);
+	I->src_of = malloc((size_t)g->n_inputs * sizeof *I->src_of);
+	if (!I->src || !I->src_of)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int i = 0; i < g->n_inputs; i++)
+		I->src_of[i] = -1;
+	int next = 0;
+	for (int k = 0; k < n_ins; k++) {
+		const char *eq = strchr(ins[k], '=');
+		int i = eq ? input_index(g, ins[k], (size_t)(eq - ins[k])) : -1;
+		const char *path = i >= 0 ? eq + 1 : ins[k];
+		if (i < 0) {
+			while (next < g->n_inputs && I->src_of[next] >= 0)
+				next++;
+			if (next >= g->n_inputs)
+				return dl_error_set(err, DL_EINPUT,
+						    "infer: more -i files than the model's %d input%s",
+						    g->n_inputs, g->n_inputs == 1 ? "" : "s");
+			i = next;
+		} else if (I->src_of[i] >= 0) {
+			return dl_error_set(err, DL_EINPUT, "infer: input '%s' is given twice with -i",
+					    g->inputs[i].name);
+		}
+		I->src_of[i] = add_source(I, path);
+	}
+	int from_stdin = 0;
+	for (int i = 0; i < g->n_inputs; i++) {
+		if (I->src_of[i] < 0)
+			I->src_of[i] = add_source(I, "-");
+		from_stdin += strcmp(I->src[I->src_of[i]].path, "-") == 0;
+	}
+	if (I->text && from_stdin > 1)
+		return dl_error_set(err, DL_EINPUT,
+				    "infer: a model with several inputs takes text only from "
+				    "-i NAME=PATH files, one per input");
+	for (int s = 0; s < I->n_src; s++) {
+		struct source *src = &I->src[s];
+		if (strcmp(src->path, "-") == 0) {
+			src->f = stdin;
+		} else {
+			src->f = fopen(src->path, "rb");
+			if (!src->f)
+				return dl_error_set(err, DL_EINPUT, "%s: cannot open: %s",
+						    src->path, strerror(errno));
+			src->owned = 1;
+		}
+		if (I->text) {
+			dl_text_reader_init(&src->text, src->f, src_name(src));
+			src->text_ready = 1;
+		}
+	}
+	return 0;
+}
+
+/* Binds outputs to sinks: -o NAME=PATH, one -o PATH for all, else stdout. */
+static int bind_sinks(struct infer *I, char **outs, int n_outs,
+		      struct dl_error *err)
+{
+	struct dl_graph *g = I->g;
+	I->sink = calloc((size_t)g->n_outputs + 1, sizeof *I->sink);
+	I->sink_of = malloc((size_t)g->n_outputs * sizeof *I->sink_of);
+	if (!I->sink || !I->sink_of)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int k = 0; k < g->n_outputs; k++)
+		I->sink_of[k] = -1;
+	int all = -1;
+	for (int j = 0; j < n_outs; j++) {
+		const char *eq = strchr(outs[j], '=');
+		int k = eq ? output_index(g, outs[j], (size_t)(eq - outs[j])) : -1;
+		if (k < 0) {
+			if (all >= 0 || j > 0)
+				return dl_error_set(err, DL_EINPUT,
+						    "infer: give one -o PATH for all outputs, or "
+						    "-o NAME=PATH for each (outputs: %s%s)",
+						    g->output_names[0], g->n_outputs > 1 ? ", ..." : "");
+			I->sink[I->n_sink].path = outs[j];
+			all = I->n_sink++;
+			continue;
+		}
+		if (all >= 0)
+			return dl_error_set(err, DL_EINPUT,
+					    "infer: -o PATH and -o NAME=PATH do not mix");
+		if (I->sink_of[k] >= 0)
+			return dl_error_set(err, DL_EINPUT, "infer: output '%s' is given twice with -o",
+					    g->output_names[k]);
+		I->sink[I->n_sink].path = eq + 1;
+		I->sink_of[k] = I->n_sink++;
+	}
+	int to_stdout = -1, n_stdout = 0;
+	for (int k = 0; k < g->n_outputs; k++) {
+		if (I->sink_of[k] >= 0)
+			continue;
+		if (all >= 0) {
+			I->sink_of[k] = all;
+			continue;
+		}
+		if (to_stdout < 0) {
+			I->sink[I->n_sink].path = "-";
+			to_stdout = I->n_sink++;
+		}
+		I->sink_of[k] = to_stdout;
+		n_stdout++;
+	}
+	if (I->text && g->n_outputs > 1) {
+		for (int k = 0; k < g->n_outputs; k++)
+			for (int j = 0; j < k; j++)
+				if (I->sink_of[k] == I->sink_of[j])
+					return dl_error_set(err, DL_EINPUT,
+							    "infer: in text format a model with several "
+							    "outputs needs -o NAME=PATH for each");
+	}
+	for (int s = 0; s < I->n_sink; s++) {
+		int rc = dl_atomic_open(&I->sink[s].out, I->sink[s].path, err);
+		if (rc)
+			return rc;
+		I->sink[s].open = 1;
+	}
+	return 0;
+}
+
+static int ensure_weights(struct infer *I, struct dl_error *err)
+{
+	if (I->weights_loaded || !I->g->params_ready)
+		return 0;
+	int rc = verb_load_weights(I->g, I->wflag, err);
+	if (rc == 0)
+		I->weights_loaded = 1;
+	return rc;
+}
+
+/* Runs the model over one step's arrays in chunks of --batch-size,
+ * gathering the whole outputs in out_data. */
+static int run_step(struct infer *I, struct dl_error *err)
+{
+	struct dl_graph *g = I->g;
+	int64_t n = -1;
+	for (int i = 0; i < g->n_inputs; i++) {
+		int64_t b = I->in_shape[i].d[0];
+		if (b == 1 && n < 0)
+			continue;
+		if (n < 0 || n == 1)
+			n = b;
+		else if (b != n && b != 1)
+			return dl_error_set(err, DL_EINPUT,
+					    "input '%s' has %lld samples but '%s' has %lld; give "
+					    "every input the same batch size (or 1 to share it)",
+					    g->inputs[i].name, (long long)b, g->inputs[0].name,
+					    (long long)n);
+	}
+	if (n < 0)
+		n = 1;
+	/* Whole-step inference first: errors before any compute, output
+	 * shapes for the whole arrays. */
+	int rc = dl_graph_infer(g, I->in_shape, err);
+	if (rc == 0)
+		rc = ensure_weights(I, err);
+	if (rc)
+		return rc;
+	for (int k = 0; k < g->n_outputs; k++) {
+		I->out_shape[k] = g->values[g->outputs[k]].shape;
+		if ((rc = grow_floats(&I->out_data[k], &I->out_cap[k],
+				      dl_shape_numel(&I->out_shape[k]), err)) != 0)
+			return rc;
+	}
+	int64_t step = I->batch > 0 && I->batch < n ? I->batch : n;
+	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads()};
+	for (int64_t off = 0; off < n || (n == 0 && off == 0); off += step ? step : 1) {
+		int64_t cb = n - off < step ? n - off : step;
+		for (int i = 0; i < g->n_inputs; i++) {
+			I->chunk[i] = I->in_shape[i];
+			I->chunk_ptr[i] = I->in_data[i];
+			if (I->in_shape[i].d[0] == n && n != 1) {
+				I->chunk[i].d[0] = cb;
+				I->chunk_ptr[i] += off * dl_shape_prod(&I->in_shape[i], 1, I->in_shape[i].ndim);
+			}
+		}
+		if (step != n && (rc = dl_graph_infer(g, I->chunk, err)) != 0)
+			return rc;
+		if ((rc = dl_graph_plan(g, 0, err)) != 0)
+			return rc;
+		dl_graph_forward(g, I->chunk_ptr, &ctx);
+		for (int k = 0; k < g->n_outputs; k++) {
+			const struct dl_value *v = &g->values[g->outputs[k]];
+			int64_t per = dl_shape_prod(&v->shape, 1, v->shape.ndim);
+			int64_t at = I->out_shape[k].d[0] == n ? off : 0;
+			memcpy(I->out_data[k] + at * per, v->data,
+			       (size_t)dl_shape_numel(&v->shape) * sizeof(float));
+		}
+		if (n == 0)
+			break;
+	}
+	return 0;
+}
+
+static int write_outputs(struct infer *I, struct dl_error *err)
+{
+	struct dl_graph *g = I->g;
+	for (int k = 0; k < g->n_outputs; k++) {
+		struct sink *s = &I->sink[I->sink_of[k]];
+		const char *name = strcmp(s->path, "-") == 0 ? "stdout" : s->path;
+		int rc;
+		if (I->text) {
+			int64_t rows = I->out_shape[k].d[0];
+			int64_t width = dl_shape_prod(&I->out_shape[k], 1, I->out_shape[k].ndim);
+			rc = dl_text_write_rows(s->out.f, name, I->out_data[k], rows, width, err);
+		} else {
+			struct dl_tensor t = {I->out_shape[k], I->out_data[k]};
+			rc = dl_npy_write(s->out.f, name, &t, err);
+		}
+		if (rc)
+			return rc;
+	}
+	for (int s = 0; s < I->n_sink; s++)
+		if (fflush(I->sink[s].out.f) != 0)
+			return dl_error_set(err, DL_ERUN, "%s: write failed: %s",
+					    strcmp(I->sink[s].path, "-") == 0 ? "stdout" : I->sink[s].path,
+					    strerror(errno));
+	return 0;
+}
+
+/* Reads one step of npy arrays; returns 1, 0 at the end, or an error. */
+static int read_npy_step(struct infer *I, struct dl_error *err)
+{
+	struct dl_graph *g = I->g;
+	for (int i = 0; i < g->n_inputs; i++) {
+		struct source *s = &I->src[I->src_of[i]];
+		struct dl_npy_header h;
+		int rc = dl_npy_read_header(s->f, src_name(s), &h, err);
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {
+			if (i == 0)
+				return 0;
+			return dl_error_set(err, DL_EINPUT,
+					    "%s: the stream ended before the array for input '%s'",
+					    src_name(s), g->inputs[i].name);
+		}
+		int is_float = h.dtype == DL_F32 || h.dtype == DL_F64 || h.dtype == DL_F16;
+		if (g->inputs[i].is_int ? is_float : !is_float)
+			return dl_error_set(err, DL_EINPUT,
+					    "%s: the array for input '%s' holds %s; the model needs %s",
+					    src_name(s), g->inputs[i].name,
+					    is_float ? "floats" : "integers",
+					    g->inputs[i].is_int ? "integers (dtype: int)" : "floats (<f4 or <f8)");
+		if ((rc = grow_floats(&I->in_data[i], &I->in_cap[i], h.numel, err)) != 0)
+			return rc;
+		if ((rc = dl_npy_read_f32(s->f, src_name(s), &h, h.numel, I->in_data[i], err)) != 0)
+			return rc;
+		I->in_shape[i] = h.shape;
+		if (h.shape.ndim == 0) {
+			I->in_shape[i].ndim = 1;
+			I->in_shape[i].d[0] = 1;
+		}
+	}
+	return 1;
+}
+
+/* Per-sample sizes of input i for text rows of the given width. */
+static int text_shape(struct infer *I, int i, int64_t width, int64_t rows,
+		      struct dl_error *err)
+{
+	const struct dl_input_spec *s = &I->g->inputs[i];
+	struct dl_shape *sh = &I->in_shape[i];
+	sh->ndim = s->ndim + 1;
+	sh->d[0] = rows;
+	int64_t fixed = 1;
+	int sym = -1, n_sym = 0;
+	for (int d = 0; d < s->ndim; d++) {
+		if (s->sym[d]) {
+			sym = d;
+			n_sym++;
+		} else {
+			fixed *= s->d[d];
+		}
+		sh->d[d + 1] = s->d[d];
+	}
+	if (n_sym > 1)
+		return dl_error_set(err, DL_EINPUT,
+				    "input '%s' has several symbolic sizes; text rows cannot "
+				    "tell them apart (use .npy)", s->name);
+	if (n_sym == 1) {
+		if (width % fixed)
+			return dl_error_set(err, DL_EINPUT,
+					    "%s: a row has %lld values, not a multiple of %lld for input '%s'",
+					    src_name(&I->src[I->src_of[i]]), (long long)width,
+					    (long long)fixed, s->name);
+		sh->d[sym + 1] = width / fixed;
+	}
+	return 0;
+}
+
+static int read_text_step(struct infer *I, struct dl_error *err)
+{
+	struct dl_graph *g = I->g;
+	int64_t rows0 = -1;
+	int64_t want = I->batch > 0 ? I->batch : 1;
+	for (int i = 0; i < g->n_inputs; i++) {
+		struct source *s = &I->src[I->src_of[i]];
+		const struct dl_input_spec *sp = &g->inputs[i];
+		int64_t width = 1;
+		for (int d = 0; d < sp->ndim; d++)
+			width = sp->sym[d] ? -1 : width * sp->d[d];
+		if (width < 0)
+			width = 0; /* set from the first row */
+		/* room for `want` rows; symbolic widths grow the buffer first */
+		int64_t cap = width > 0 ? width * want : 1 << 16;
+		int rc = grow_floats(&I->in_data[i], &I->in_cap[i], cap, err);
+		if (rc)
+			return rc;
+		int64_t got = dl_text_read_rows(&s->text, &width, (int64_t)I->in_cap[i],
+						I->in_data[i], want, err);
+		if (got < 0)
+			return (int)got;
+		if (i == 0) {
+			if (got == 0)
+				return 0;
+			rows0 = got;
+		} else if (got != rows0) {
+			return dl_error_set(err, DL_EINPUT,
+					    "%s: %lld rows for input '%s' where '%s' had %lld",
+					    src_name(s), (long long)got, sp->name,
+					    g->inputs[0].name, (long long)rows0);
+		}
+		if ((rc = text_shape(I, i, width, got, err)) != 0)
+			return rc;
+		if (dl_shape_prod(&I->in_shape[i], 1, I->in_shape[i].ndim) != width)
+			return dl_error_set(err, DL_EINPUT,
+					    "%s: rows have %lld values; input '%s' needs %lld",
+					    src_name(s), (long long)width, sp->name,
+					    (long long)dl_shape_prod(&I->in_shape[i], 1, I->in_shape[i].ndim));
+	}
+	return 1;
+}
+
+static int alloc_state(struct infer *I, struct dl_error *err)
+{
+	int ni = I->g->n_inputs, no = I->g->n_outputs;
+	I->in_data = calloc((size_t)ni, sizeof *I->in_data);
+	I->in_cap = calloc((size_t)ni, sizeof *I->in_cap);
+	I->in_shape = calloc((size_t)ni, sizeof *I->in_shape);
+	I->chunk = calloc((size_t)ni, sizeof *I->chunk);
+	I->chunk_ptr = calloc((size_t)ni, sizeof *I->chunk_ptr);
+	I->out_data = calloc((size_t)no, sizeof *I->out_data);
+	I->out_cap = calloc((size_t)no, sizeof *I->out_cap);
+	I->out_shape = calloc((size_t)no, sizeof *I->out_shape);
+	if (!I->in_data || !I->in_cap || !I->in_shape || !I->chunk ||
+	    !I->chunk_ptr || !I->out_data || !I->out_cap || !I->out_shape)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	return 0;
+}
+
+static void free_state(struct infer *I, int ok)
+{
+	for (int s = 0; I->src && s < I->n_src; s++) {
+		if (I->src[s].text_ready)
+			dl_text_reader_free(&I->src[s].text);
+		if (I->src[s].owned)
+			fclose(I->src[s].f);
+	}
+	for (int s = 0; I->sink && s < I->n_sink; s++)
+		if (I->sink[s].open && !ok)
+			dl_atomic_abort(&I->sink[s].out);
+	for (int i = 0; I->in_data && i < I->g->n_inputs; i++)
+		free(I->in_data[i]);
+	for (int k = 0; I->out_data && k < I->g->n_outputs; k++)
+		free(I->out_data[k]);
+	free(I->src);
+	free(I->src_of);
+	free(I->sink);
+	free(I->sink_of);
+	free(I->in_data);
+	free(I->in_cap);
+	free(I->in_shape);
+	free(I->chunk);
+	free(I->chunk_ptr);
+	free(I->out_data);
+	free(I->out_cap);
+	free(I->out_shape);
+	dl_graph_free(I->g);
+}
+
+static int infer_main(int argc, char **argv, struct dl_error *err)
+{
+	static const struct option opts[] = {
+		{"weights", required_argument, NULL, 'w'},
+		{"input", required_argument, NULL, 'i'},
+		{"output", required_argument, NULL, 'o'},
+		{"format", required_argument, NULL, 'f'},
+		{"batch-size", required_argument, NULL, 'b'},
+		{"threads", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct infer I;
+	memset(&I, 0, sizeof I);
+	char **ins = calloc((size_t)argc + 1, sizeof *ins);
+	char **outs = calloc((size_t)argc + 1, sizeof *outs);
+	int n_ins = 0, n_outs = 0, rc = 0;
+	const char *threads = NULL, *model = NULL;
+	if (!ins || !outs) {
+		free(ins);
+		free(outs);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	int c;
+	opterr = 0;
+	while (rc == 0 && (c = getopt_long(argc, argv, ":w:i:o:f:b:t:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			I.wflag = optarg;
+			break;
+		case 'i':
+			ins[n_ins++] = optarg;
+			break;
+		case 'o':
+			outs[n_outs++] = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "npy") == 0)
+				I.text = 0;
+			else if (strcmp(optarg, "text") == 0)
+				I.text = 1;
+			else
+				rc = dl_error_set(err, DL_EINPUT,
+						  "infer: --format is npy or text, got '%s'", optarg);
+			break;
+		case 'b':
+			rc = verb_int("infer", "--batch-size", optarg, 1, (long long)1 << 40,
+				      &I.batch, err);
+			break;
+		case 't':
+			threads = optarg;
+			break;
+		case 'h':
+			verb_usage(&verb_infer);
+			free(ins);
+			free(outs);
+			return 0;
+		default:
+			rc = verb_bad_option("infer", c, argv, err);
+		}
+	}
+	if (rc == 0)
+		rc = verb_model_arg("infer", argc, argv, &model, err);
+	if (rc == 0)
+		rc = verb_threads("infer", threads, err);
+	if (rc == 0)
+		rc = dl_model_load(&I.g, model, err);
+	if (rc) {
+		free(ins);
+		free(outs);
+		return rc;
+	}
+	dl_rng_seed(&I.rng, 0);
+	rc = alloc_state(&I, err);
+	/* Weights before any input is read, when their shapes are known. */
+	if (rc == 0)
+		rc = ensure_weights(&I, err);
+	if (rc == 0)
+		rc = bind_sources(&I, ins, n_ins, err);
+	if (rc == 0)
+		rc = bind_sinks(&I, outs, n_outs, err);
+	while (rc == 0) {
+		int more = I.text ? read_text_step(&I, err) : read_npy_step(&I, err);
+		if (more <= 0) {
+			rc = more;
+			break;
+		}
+		rc = run_step(&I, err);
+		if (rc == 0)
+			rc = write_outputs(&I, err);
+	}
+	for (int s = 0; rc == 0 && s < I.n_sink; s++) {
+		rc = dl_atomic_commit(&I.sink[s].out, err);
+		I.sink[s].open = rc != 0;
+	}
+	free_state(&I, rc == 0);
+	free(ins);
+	free(outs);
+	return rc;
+}
+
+const struct verb verb_infer = {
+	"infer",
+	"run a model on input arrays (a filter: stdin to stdout)",
+	"usage: dlrun infer MODEL.yaml [-w WEIGHTS] [-i [NAME=]PATH]... [-o [NAME=]PATH]...\n"
+	"                  [--format npy|text] [--batch-size N] [--threads N]\n"
+	"\n"
+	"Reads one array per model input per step (.npy back to back on stdin by\n"
+	"default), runs the model, writes one array per output and flushes.\n"
+	"\n"
+	"  -w, --weights PATH     weights (default: the model's weights: key, else\n"
+	"                         MODEL with .yaml replaced by .safetensors)\n"
+	"  -i, --input [NAME=]PATH  read input NAME (or the next input) from PATH\n"
+	"  -o, --output [NAME=]PATH write output NAME (or all outputs) to PATH\n"
+	"  -f, --format npy|text  tensor format (default npy); text is one sample\n"
+	"                         per line, grouped into steps of --batch-size\n"
+	"  -b, --batch-size N     compute in chunks of N samples (same results)\n"
+	"  -t, --threads N        BLAS and op threads (default: all cores)\n"
+	"  -h, --help             this help\n",
+	infer_main,
+};

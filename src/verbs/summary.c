@@ -1,1 +1,196 @@
-/* Placeholder: being written. */
+/* dlrun summary: one row per entry with output shape, parameters,
+ * multiply-adds and activation bytes, then totals and planned memory. */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verbs/verbs.h"
+
+int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
+		      int64_t batch, struct dl_error *err);
+
+struct totals {
+	int64_t params, macs;
+};
+
+static struct totals row_totals(const struct dl_graph *g, const struct dl_row *r)
+{
+	struct totals t = {0, 0};
+	for (int i = r->first; i <= r->last; i++) {
+		const struct dl_node *n = &g->nodes[i];
+		t.macs += n->macs;
+		for (int k = 0; k < n->n_params; k++)
+			if (!n->params[k].buffer)
+				t.params += dl_shape_numel(&n->params[k].shape);
+	}
+	return t;
+}
+
+static void human(char *buf, size_t size, double bytes)
+{
+	const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	while (bytes >= 1024 && u < 4) {
+		bytes /= 1024;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+}
+
+static int print_json(const struct dl_graph *g, int64_t batch)
+{
+	json_t *rows = json_array();
+	char shape[256];
+	for (int r = 0; r < g->n_rows; r++) {
+		const struct dl_row *row = &g->rows[r];
+		struct totals t = row_totals(g, row);
+		const struct dl_value *v = &g->values[row->value];
+		dl_shape_str(&v->shape, shape, sizeof shape);
+		json_array_append_new(rows, json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I}",
+			"scope", row->scope, "op", row->kind, "depth", row->depth,
+			"output_shape", shape, "params", (json_int_t)t.params,
+			"macs", (json_int_t)t.macs,
+			"activation_bytes", (json_int_t)(dl_shape_numel(&v->shape) * 4)));
+	}
+	int64_t buffers, params = dl_model_count_params(g, &buffers);
+	int64_t macs = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		macs += g->nodes[i].macs;
+	json_t *o = json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
+		"model", g->name ? g->name : g->file, "batch", (json_int_t)batch,
+		"entries", rows, "params", (json_int_t)params,
+		"buffers", (json_int_t)buffers, "macs", (json_int_t)macs,
+		"weights_bytes", (json_int_t)((params + buffers) * 4),
+		"activation_bytes", (json_int_t)g->arena_bytes,
+		"peak_bytes", (json_int_t)(g->arena_bytes + g->ws_bytes + (size_t)(params + buffers) * 4));
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s)
+		return -1;
+	puts(s);
+	free(s);
+	return 0;
+}
+
+static void print_table(const struct dl_graph *g, int64_t batch)
+{
+	char shape[256], label[320];
+	int width = 5;
+	for (int r = 0; r < g->n_rows; r++) {
+		int w = 2 * g->rows[r].depth + (int)strlen(g->rows[r].label);
+		if (w > width)
+			width = w;
+	}
+	if (width > 40)
+		width = 40;
+	printf("%-*s  %-20s %-20s %12s %14s %12s\n", width, "entry", "op",
+	       "output shape", "params", "mult-adds", "act. bytes");
+	for (int r = 0; r < g->n_rows; r++) {
+		const struct dl_row *row = &g->rows[r];
+		struct totals t = row_totals(g, row);
+		const struct dl_value *v = &g->values[row->value];
+		snprintf(label, sizeof label, "%*s%s", 2 * row->depth, "", row->label);
+		printf("%-*s  %-20s %-20s %12lld %14lld %12lld\n", width, label, row->kind,
+		       dl_shape_str(&v->shape, shape, sizeof shape), (long long)t.params,
+		       (long long)t.macs, (long long)(dl_shape_numel(&v->shape) * 4));
+	}
+	int64_t buffers, params = dl_model_count_params(g, &buffers);
+	int64_t macs = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		macs += g->nodes[i].macs;
+	char wb[32], ab[32], wsb[32], pk[32];
+	human(wb, sizeof wb, (double)(params + buffers) * 4);
+	human(ab, sizeof ab, (double)g->arena_bytes);
+	human(wsb, sizeof wsb, (double)g->ws_bytes);
+	human(pk, sizeof pk, (double)(g->arena_bytes + g->ws_bytes) + (double)(params + buffers) * 4);
+	printf("\ntotal parameters: %lld", (long long)params);
+	if (buffers)
+		printf(" (plus %lld in buffers)", (long long)buffers);
+	printf("\nmultiply-adds:    %lld (batch %lld)\n", (long long)macs, (long long)batch);
+	printf("weights:          %s\n", wb);
+	printf("planned memory:   %s activations + %s workspace + %s weights = %s peak\n",
+	       ab, wsb, wb, pk);
+}
+
+static int summary_main(int argc, char **argv, struct dl_error *err)
+{
+	static const struct option opts[] = {
+		{"weights", required_argument, NULL, 'w'},
+		{"input-shape", required_argument, NULL, 'I'},
+		{"batch-size", required_argument, NULL, 'b'},
+		{"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *wflag = NULL, *model = NULL;
+	long long batch = 1;
+	int json = 0, rc = 0, c, n_specs = 0;
+	char **specs = calloc((size_t)argc + 1, sizeof *specs);
+	if (!specs)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	opterr = 0;
+	while (rc == 0 && (c = getopt_long(argc, argv, ":w:b:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			wflag = optarg;
+			break;
+		case 'I':
+			specs[n_specs++] = optarg;
+			break;
+		case 'b':
+			rc = verb_int("summary", "--batch-size", optarg, 0, 1 << 30, &batch, err);
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			verb_usage(&verb_summary);
+			free(specs);
+			return 0;
+		default:
+			rc = verb_bad_option("summary", c, argv, err);
+		}
+	}
+	struct dl_graph *g = NULL;
+	if (rc == 0)
+		rc = verb_model_arg("summary", argc, argv, &model, err);
+	if (rc == 0)
+		rc = dl_model_load(&g, model, err);
+	if (rc == 0)
+		rc = verb_infer_shapes(g, specs, n_specs, batch, err);
+	if (rc == 0 && wflag)
+		rc = dl_model_load_weights(g, wflag, err);
+	if (rc == 0)
+		rc = dl_graph_plan(g, 0, err);
+	if (rc == 0) {
+		if (json && print_json(g, batch) != 0)
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+		if (!json)
+			print_table(g, batch);
+		if (fflush(stdout) != 0)
+			rc = dl_error_set(err, DL_ERUN, "stdout: write failed");
+	}
+	free(specs);
+	dl_graph_free(g);
+	return rc;
+}
+
+const struct verb verb_summary = {
+	"summary",
+	"print a table of entries, shapes, parameters and memory",
+	"usage: dlrun summary MODEL.yaml [-w WEIGHTS] [--input-shape NAME=d,d...]\n"
+	"                    [--batch-size N] [--json]\n"
+	"\n"
+	"One row per entry (nested entries indented): scope, op, output shape,\n"
+	"parameters, multiply-adds and activation bytes; then the totals, the\n"
+	"weights' bytes and the planned peak memory of one inference.\n"
+	"\n"
+	"  -w, --weights PATH     also check a weights file against the model\n"
+	"      --input-shape NAME=d1,d2,...  per-sample sizes for symbolic inputs\n"
+	"  -b, --batch-size N     batch for shapes and counts (default 1)\n"
+	"      --json             one JSON object instead of the table\n"
+	"  -h, --help             this help\n",
+	summary_main,
+};

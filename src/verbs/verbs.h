@@ -1,1 +1,37 @@
-/* Placeholder: being written. */
+/* The verbs: each parses its own options and runs; errors go back in a
+ * struct dl_error for main.c to print. */
+#ifndef DL_VERBS_H
+#define DL_VERBS_H
+
+#include "dlrun.h"
+
+struct verb {
+	const char *name;
+	const char *summary;   /* one line for `dlrun --help` */
+	const char *usage;     /* the whole `dlrun VERB --help` text */
+	int (*run)(int argc, char **argv, struct dl_error *err);
+};
+
+extern const struct verb verb_infer, verb_init, verb_summary, verb_ops;
+
+/* ---- shared by the verbs (common.c) ---- */
+
+/* Reports an unknown option or a missing argument for getopt's result. */
+int verb_bad_option(const char *verb, int c, char **argv,
+		    struct dl_error *err);
+/* An integer option value in [min, max]. */
+int verb_int(const char *verb, const char *opt, const char *s, long long min,
+	     long long max, long long *out, struct dl_error *err);
+/* The --threads value; sets BLAS and op threads. */
+int verb_threads(const char *verb, const char *s, struct dl_error *err);
+/* Exactly one MODEL operand after the options. */
+int verb_model_arg(const char *verb, int argc, char **argv,
+		   const char **model, struct dl_error *err);
+/* Loads weights into g when it has parameters: from wflag, else the
+ * model's default path; a missing default file says how to make one. */
+int verb_load_weights(struct dl_graph *g, const char *wflag,
+		      struct dl_error *err);
+/* Prints the verb's usage to stdout. */
+void verb_usage(const struct verb *v);
+
+#endif
