@@ -1,1 +1,682 @@
-/* Placeholder: being written. */
+/* Convolution, pooling, upsampling and normalisation ops: PyTorch parity
+ * on the fixtures of tools/gen_conv_fixtures.py (tests/data/conv), central
+ * finite-difference gradient checks on the same cases, batch-norm running
+ * statistics, and located errors for bad hyperparameters and inputs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "check_suites.h"
+#include "engine/op.h"
+#include "engine/rng.h"
+#include "io/npy.h"
+#include "model/hparams.h"
+#include "ops/registry.h"
+
+#ifndef SRCDIR
+#define SRCDIR "."
+#endif
+#define DATA SRCDIR "/tests/data/conv"
+
+/* ---- the fixture list ---- */
+
+#define MAX_CASES 256
+
+struct fcase {
+	char name[96];
+	char op[48];
+	int train;
+	char hps[256];
+};
+
+static struct fcase cases[MAX_CASES];
+static int n_cases = -1;
+
+static void copy_field(char *dst, size_t size, const char *src)
+{
+	size_t n = strlen(src);
+	if (n >= size)
+		n = size - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static void load_cases(void)
+{
+	if (n_cases >= 0)
+		return;
+	n_cases = 0;
+	FILE *f = fopen(DATA "/cases.txt", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f) && n_cases < MAX_CASES) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] == '#' || line[0] == '\0')
+			continue;
+		struct fcase *c = &cases[n_cases];
+		char *p1 = strchr(line, '|'), *p2 = p1 ? strchr(p1 + 1, '|') : NULL;
+		char *p3 = p2 ? strchr(p2 + 1, '|') : NULL;
+		if (!p3)
+			continue;
+		*p1 = *p2 = *p3 = '\0';
+		copy_field(c->name, sizeof c->name, line);
+		copy_field(c->op, sizeof c->op, p1 + 1);
+		c->train = atoi(p2 + 1);
+		copy_field(c->hps, sizeof c->hps, p3 + 1);
+		n_cases++;
+	}
+	fclose(f);
+}
+
+/* Reads DATA/NAME.WHAT.npy; returns 0 when the file does not exist. The
+ * caller frees t->data. */
+static int load_npy(const char *name, const char *what, struct dl_tensor *t)
+{
+	char path[512];
+	snprintf(path, sizeof path, DATA "/%s.%s.npy", name, what);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return 0;
+	struct dl_error err = {0};
+	int rc = dl_npy_read(f, path, t, &err);
+	fclose(f);
+	ck_assert_msg(rc == 1, "%s: %s", path, err.msg);
+	return 1;
+}
+
+/* ||a - b||_inf / ||b||_inf (absolute when b is all zeros) */
+static double rel_err(const float *a, const float *b, int64_t n)
+{
+	double num = 0.0, den = 0.0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		if (isnan(d))
+			return INFINITY;
+		if (d > num)
+			num = d;
+		if (fabs(b[i]) > den)
+			den = fabs(b[i]);
+	}
+	return den > 0 ? num / den : num;
+}
+
+/* ---- a node with its buffers ---- */
+
+struct harness {
+	struct dl_node n;
+	struct dl_shape xs, ys;
+	int64_t nx, ny;
+	float *x, *y, *gy, *dx;
+	float *ws, *saved;
+	struct dl_ctx ctx;
+	struct dl_rng rng;
+};
+
+static int h_setup(struct harness *h, const char *op, const char *hps,
+		   const struct dl_shape *xs, int train, struct dl_error *err)
+{
+	memset(h, 0, sizeof *h);
+	const struct dl_op_desc *d = dl_op_find(op);
+	ck_assert_msg(d != NULL, "op %s not registered", op);
+	int rc = dl_node_setup(&h->n, d, hps, err);
+	if (rc)
+		return rc;
+	h->n.n_in = 1;
+	h->n.in = calloc(1, sizeof *h->n.in);
+	h->xs = *xs;
+	rc = d->infer(&h->n, &h->xs, &h->ys, err);
+	if (rc)
+		return rc;
+	h->nx = dl_shape_numel(&h->xs);
+	h->ny = dl_shape_numel(&h->ys);
+	h->x = calloc((size_t)h->nx + 1, sizeof(float));
+	h->dx = calloc((size_t)h->nx + 1, sizeof(float));
+	h->y = calloc((size_t)h->ny + 1, sizeof(float));
+	h->gy = calloc((size_t)h->ny + 1, sizeof(float));
+	h->ws = malloc(h->n.ws_bytes + 16);
+	h->saved = train ? malloc(h->n.saved_bytes + 16) : NULL;
+	for (int i = 0; i < h->n.n_params; i++) {
+		struct dl_param *p = &h->n.params[i];
+		int64_t k = dl_shape_numel(&p->shape);
+		p->data = calloc((size_t)k + 1, sizeof(float));
+		p->grad = p->buffer ? NULL : calloc((size_t)k + 1, sizeof(float));
+	}
+	dl_rng_seed(&h->rng, 1234);
+	h->ctx.ws = h->ws;
+	h->ctx.saved = h->saved;
+	h->ctx.train = train;
+	h->ctx.rng = &h->rng;
+	h->ctx.threads = 1;
+	return 0;
+}
+
+static void h_free(struct harness *h)
+{
+	for (int i = 0; i < h->n.n_params; i++) {
+		free(h->n.params[i].data);
+		free(h->n.params[i].grad);
+	}
+	free(h->x);
+	free(h->dx);
+	free(h->y);
+	free(h->gy);
+	free(h->ws);
+	free(h->saved);
+	dl_node_release(&h->n);
+}
+
+static void h_forward(struct harness *h)
+{
+	struct dl_tensor in = {h->xs, h->x}, out = {h->ys, h->y};
+	h->n.op->forward(&h->n, &in, &out, &h->ctx);
+}
+
+/* Zeroes dx and the parameter gradients, then runs backward with gy. */
+static void h_backward(struct harness *h)
+{
+	memset(h->dx, 0, (size_t)h->nx * sizeof(float));
+	for (int i = 0; i < h->n.n_params; i++)
+		if (h->n.params[i].grad)
+			memset(h->n.params[i].grad, 0,
+			       (size_t)dl_shape_numel(&h->n.params[i].shape) * sizeof(float));
+	struct dl_tensor in = {h->xs, h->x}, out = {h->ys, h->y};
+	float *din[1] = {h->dx};
+	h->n.op->backward(&h->n, &in, &out, h->gy, din, &h->ctx);
+}
+
+static struct dl_param *h_param(struct harness *h, const char *name)
+{
+	for (int i = 0; i < h->n.n_params; i++)
+		if (strcmp(h->n.params[i].name, name) == 0)
+			return &h->n.params[i];
+	return NULL;
+}
+
+/* Loads a fixture case into h: input, parameters and dL/dy. */
+static void h_load_case(struct harness *h, const struct fcase *c)
+{
+	struct dl_tensor x, gy, t;
+	struct dl_error err = {0};
+	ck_assert_msg(load_npy(c->name, "x", &x), "%s: no input", c->name);
+	int rc = h_setup(h, c->op, c->hps, &x.shape, c->train, &err);
+	ck_assert_msg(rc == 0, "%s: %s", c->name, err.msg);
+	memcpy(h->x, x.data, (size_t)h->nx * sizeof(float));
+	free(x.data);
+	ck_assert(load_npy(c->name, "gy", &gy));
+	char a[64], b[64];
+	ck_assert_msg(dl_shape_equal(&gy.shape, &h->ys), "%s: output shape %s, PyTorch's %s",
+		      c->name, dl_shape_str(&h->ys, a, sizeof a),
+		      dl_shape_str(&gy.shape, b, sizeof b));
+	memcpy(h->gy, gy.data, (size_t)h->ny * sizeof(float));
+	free(gy.data);
+	for (int i = 0; i < h->n.n_params; i++) {
+		struct dl_param *p = &h->n.params[i];
+		char what[96];
+		snprintf(what, sizeof what, "p.%s", p->name);
+		ck_assert_msg(load_npy(c->name, what, &t), "%s: no fixture for parameter %s",
+			      c->name, p->name);
+		ck_assert_msg(dl_shape_equal(&t.shape, &p->shape), "%s: %s has shape %s, PyTorch's %s",
+			      c->name, p->name, dl_shape_str(&p->shape, a, sizeof a),
+			      dl_shape_str(&t.shape, b, sizeof b));
+		memcpy(p->data, t.data, (size_t)dl_shape_numel(&p->shape) * sizeof(float));
+		free(t.data);
+	}
+}
+
+static void expect_close(const struct fcase *c, const char *what,
+			 const float *got, int64_t n, double tol)
+{
+	struct dl_tensor t;
+	ck_assert_msg(load_npy(c->name, what, &t), "%s: no %s", c->name, what);
+	ck_assert_msg(dl_shape_numel(&t.shape) == n, "%s: %s has %lld elements, expected %lld",
+		      c->name, what, (long long)n, (long long)dl_shape_numel(&t.shape));
+	double e = rel_err(got, t.data, n);
+	free(t.data);
+	ck_assert_msg(e <= tol, "%s: %s differs from PyTorch: relative error %g > %g",
+		      c->name, what, e, tol);
+}
+
+/* ---- PyTorch parity ---- */
+
+START_TEST(test_fixture)
+{
+	load_cases();
+	ck_assert_msg(n_cases > 0, "no cases in %s/cases.txt", DATA);
+	const struct fcase *c = &cases[_i];
+	struct harness h;
+	h_load_case(&h, c);
+	h_forward(&h);
+	expect_close(c, "y", h.y, h.ny, 1e-5);
+	for (int i = 0; i < h.n.n_params; i++) {
+		struct dl_param *p = &h.n.params[i];
+		if (!p->buffer || !c->train)
+			continue;
+		char what[96];
+		snprintf(what, sizeof what, "after.%s", p->name);
+		expect_close(c, what, p->data, dl_shape_numel(&p->shape), 1e-5);
+	}
+	h_backward(&h);
+	expect_close(c, "gx", h.dx, h.nx, 1e-5);
+	for (int i = 0; i < h.n.n_params; i++) {
+		struct dl_param *p = &h.n.params[i];
+		if (p->buffer)
+			continue;
+		char what[96];
+		snprintf(what, sizeof what, "g.%s", p->name);
+		expect_close(c, what, p->grad, dl_shape_numel(&p->shape), 1e-5);
+	}
+	h_free(&h);
+}
+END_TEST
+
+/* ---- finite differences ---- */
+
+/* L = sum y * gy in double. */
+static double h_loss(struct harness *h)
+{
+	h_forward(h);
+	double s = 0.0;
+	for (int64_t i = 0; i < h->ny; i++)
+		s += (double)h->y[i] * h->gy[i];
+	return s;
+}
+
+/* Worst ||analytic - numeric||_inf / max(||numeric||_inf, 1e-2) over the
+ * elements of v, whose analytic gradient is g. */
+static double fd_check(struct harness *h, float *v, const float *g, int64_t n,
+		       float eps)
+{
+	double num = 0.0, den = 1e-2;
+	for (int64_t i = 0; i < n; i++) {
+		float keep = v[i];
+		v[i] = keep + eps;
+		double lp = h_loss(h);
+		v[i] = keep - eps;
+		double lm = h_loss(h);
+		v[i] = keep;
+		double fd = (lp - lm) / (2.0 * (double)eps);
+		double d = fabs(fd - g[i]);
+		if (!(d <= num))
+			num = d;
+		if (fabs(fd) > den)
+			den = fabs(fd);
+	}
+	return num / den;
+}
+
+START_TEST(test_gradcheck)
+{
+	load_cases();
+	ck_assert_msg(n_cases > 0, "no cases in %s/cases.txt", DATA);
+	const struct fcase *c = &cases[_i];
+	struct harness h;
+	h_load_case(&h, c);
+	/* max pools: the fixture's inputs are 2/numel apart, so a step of
+	 * eps never changes a window's winner; everything else is smooth or
+	 * linear and takes a larger step for less float32 noise */
+	float eps = strncmp(c->op, "max_pool", 8) == 0 ? 2e-4f : 1e-2f;
+	h_forward(&h);
+	h_backward(&h);
+	/* snapshot the analytic gradients: the FD loop reruns forward */
+	float *gx = malloc((size_t)h.nx * sizeof(float));
+	memcpy(gx, h.dx, (size_t)h.nx * sizeof(float));
+	double e = fd_check(&h, h.x, gx, h.nx, eps);
+	ck_assert_msg(e < 2e-3, "%s: dL/dx vs finite differences: relative error %g", c->name, e);
+	free(gx);
+	for (int i = 0; i < h.n.n_params; i++) {
+		struct dl_param *p = &h.n.params[i];
+		if (p->buffer)
+			continue;
+		int64_t k = dl_shape_numel(&p->shape);
+		float *gp = malloc((size_t)k * sizeof(float));
+		memcpy(gp, p->grad, (size_t)k * sizeof(float));
+		e = fd_check(&h, p->data, gp, k, eps);
+		ck_assert_msg(e < 2e-3, "%s: dL/d%s vs finite differences: relative error %g",
+			      c->name, p->name, e);
+		free(gp);
+	}
+	h_free(&h);
+}
+END_TEST
+
+/* ---- semantics beyond the fixtures ---- */
+
+/* Runs op on x [given shape] and returns the output shape. */
+static struct dl_shape infer_shape(const char *op, const char *hps, int ndim,
+				   const int64_t *d)
+{
+	struct harness h;
+	struct dl_error err = {0};
+	struct dl_shape xs = dl_shape_make(ndim, d);
+	int rc = h_setup(&h, op, hps, &xs, 0, &err);
+	ck_assert_msg(rc == 0, "%s {%s}: %s", op, hps, err.msg);
+	struct dl_shape ys = h.ys;
+	h_free(&h);
+	return ys;
+}
+
+START_TEST(test_output_shapes)
+{
+	char s[64];
+	struct { const char *op, *hps; int nd; int64_t in[4]; const char *want; } t[] = {
+		/* same with stride 2: ceil(L / s) */
+		{"conv2d", "out_channels: 2, kernel_size: 3, stride: 2, padding: same", 4,
+		 {1, 3, 7, 8}, "[1, 2, 4, 4]"},
+		{"conv1d", "out_channels: 2, kernel_size: 5, padding: valid", 3, {2, 1, 9},
+		 "[2, 2, 5]"},
+		{"conv2d", "out_channels: 4, kernel_size: [3, 2], stride: 2, padding: [[1, 0], [0, 2]]",
+		 4, {1, 3, 8, 8}, "[1, 4, 4, 5]"},
+		/* PyTorch's (L - 1) s - 2p + d (k - 1) + op + 1 */
+		{"conv_transpose2d", "out_channels: 3, kernel_size: 4, stride: 2, padding: 1", 4,
+		 {1, 2, 5, 5}, "[1, 3, 10, 10]"},
+		{"conv_transpose1d", "out_channels: 1, kernel_size: 3, stride: 2, padding: [[0, 2]], output_padding: 1",
+		 3, {1, 1, 4}, "[1, 1, 8]"},
+		/* ceil_mode: the last window must start inside the input or
+		 * its leading padding: 5 + 1 = 6, windows at 0, 2, 4 (and 6
+		 * would start in the trailing padding) */
+		{"max_pool1d", "kernel_size: 2, stride: 2, padding: 1, ceil_mode: true", 3,
+		 {1, 1, 5}, "[1, 1, 3]"},
+		{"max_pool1d", "kernel_size: 2, stride: 2, padding: [[1, 3]], ceil_mode: true", 3,
+		 {1, 1, 5}, "[1, 1, 3]"},
+		{"max_pool2d", "kernel_size: 3, stride: 2, ceil_mode: true", 4,
+		 {1, 1, 6, 7}, "[1, 1, 3, 3]"},
+		/* stride defaults to the kernel */
+		{"avg_pool2d", "kernel_size: [2, 3]", 4, {1, 1, 6, 7}, "[1, 1, 3, 2]"},
+		{"adaptive_avg_pool2d", "output_size: 1", 4, {2, 5, 3, 3}, "[2, 5, 1, 1]"},
+		{"upsample", "scale_factor: [2, 1.5]", 4, {1, 1, 3, 3}, "[1, 1, 6, 4]"},
+		{"upsample", "scale_factor: 0.4, mode: linear", 3, {1, 1, 6}, "[1, 1, 2]"},
+		{"conv2d", "out_channels: 4, kernel_size: 3, padding: 1", 4, {0, 3, 5, 5},
+		 "[0, 4, 5, 5]"},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+		struct dl_shape ys = infer_shape(t[i].op, t[i].hps, t[i].nd, t[i].in);
+		ck_assert_msg(strcmp(dl_shape_str(&ys, s, sizeof s), t[i].want) == 0,
+			      "%s {%s}: output %s, expected %s", t[i].op, t[i].hps, s, t[i].want);
+	}
+}
+END_TEST
+
+/* Padding beyond half the kernel: windows over padding only give -inf
+ * (max) and 0 (average without counting padding). */
+START_TEST(test_pool_all_padding_windows)
+{
+	struct harness h;
+	struct dl_error err = {0};
+	int64_t d[3] = {1, 1, 2};
+	struct dl_shape xs = dl_shape_make(3, d);
+	ck_assert(h_setup(&h, "max_pool1d", "kernel_size: 2, padding: 3", &xs, 0, &err) == 0);
+	ck_assert_int_eq(h.ys.d[2], 4);
+	h.x[0] = 1.0f;
+	h.x[1] = 2.0f;
+	h_forward(&h);
+	ck_assert(isinf(h.y[0]) && h.y[0] < 0);
+	ck_assert(h.y[1] == 1.0f);   /* window [pad, x0] */
+	ck_assert(h.y[2] == 2.0f);   /* [x1, pad] */
+	ck_assert(isinf(h.y[3]) && h.y[3] < 0);
+	for (int i = 0; i < 4; i++)
+		h.gy[i] = 1.0f;
+	h_backward(&h);
+	ck_assert(h.dx[0] == 1.0f && h.dx[1] == 1.0f);
+	h_free(&h);
+
+	ck_assert(h_setup(&h, "avg_pool1d", "kernel_size: 2, padding: 3, count_include_pad: false",
+			  &xs, 0, &err) == 0);
+	h.x[0] = 1.0f;
+	h.x[1] = 2.0f;
+	h_forward(&h);
+	ck_assert(h.y[0] == 0.0f && h.y[1] == 1.0f && h.y[2] == 2.0f && h.y[3] == 0.0f);
+	h_free(&h);
+
+	ck_assert(h_setup(&h, "avg_pool1d", "kernel_size: 2, padding: 3", &xs, 0, &err) == 0);
+	h.x[0] = 1.0f;
+	h.x[1] = 2.0f;
+	h_forward(&h);
+	ck_assert(h.y[0] == 0.0f && h.y[1] == 0.5f && h.y[2] == 1.0f && h.y[3] == 0.0f);
+	h_free(&h);
+}
+END_TEST
+
+/* Train mode: batch statistics, running stats moved by momentum with the
+ * unbiased variance; eval mode then uses them. */
+START_TEST(test_batch_norm_modes)
+{
+	struct harness h;
+	struct dl_error err = {0};
+	int64_t d[2] = {4, 1};
+	struct dl_shape xs = dl_shape_make(2, d);
+	ck_assert(h_setup(&h, "batch_norm1d", "momentum: 0.5", &xs, 1, &err) == 0);
+	struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+	struct dl_param *rm = h_param(&h, "running_mean"), *rv = h_param(&h, "running_var");
+	ck_assert(w && b && rm && rv && rm->buffer && rv->buffer && !w->buffer);
+	ck_assert(rm->grad == NULL);
+	w->data[0] = 1.0f;
+	b->data[0] = 0.0f;
+	rm->data[0] = 0.0f;
+	rv->data[0] = 1.0f;
+	float x[4] = {1, 2, 3, 6};   /* mean 3, biased var 3.5, unbiased 14/3 */
+	memcpy(h.x, x, sizeof x);
+	h_forward(&h);
+	ck_assert(fabsf(h.y[0] - (1 - 3) / sqrtf(3.5f + 1e-5f)) < 1e-6f);
+	ck_assert(fabsf(rm->data[0] - 1.5f) < 1e-6f);
+	ck_assert(fabsf(rv->data[0] - (0.5f + 0.5f * 14.0f / 3.0f)) < 1e-5f);
+	/* eval: (x - 1.5) / sqrt(rv + eps), stats unchanged */
+	h.ctx.train = 0;
+	h.ctx.saved = NULL;
+	float rv_now = rv->data[0];
+	h_forward(&h);
+	ck_assert(fabsf(h.y[3] - (6 - 1.5f) / sqrtf(rv_now + 1e-5f)) < 1e-5f);
+	ck_assert(rm->data[0] == 1.5f && rv->data[0] == rv_now);
+	h_free(&h);
+
+	/* track_running_stats: false has no buffers and always uses the batch */
+	ck_assert(h_setup(&h, "batch_norm1d", "track_running_stats: false, affine: false",
+			  &xs, 0, &err) == 0);
+	ck_assert_int_eq(h.n.n_params, 0);
+	memcpy(h.x, x, sizeof x);
+	h_forward(&h);
+	ck_assert(fabsf(h.y[0] - (1 - 3) / sqrtf(3.5f + 1e-5f)) < 1e-6f);
+	h_free(&h);
+}
+END_TEST
+
+/* Default initialisation: conv U(+-1/sqrt(fan_in)), fan_in = in/groups *
+ * kernel; transposed reads it from weight dim 1; norms ones and zeros. */
+START_TEST(test_param_init)
+{
+	struct harness h;
+	struct dl_error err = {0};
+	int64_t d[4] = {1, 6, 5, 5};
+	struct dl_shape xs = dl_shape_make(4, d);
+	ck_assert(h_setup(&h, "conv2d", "out_channels: 4, kernel_size: [3, 2], groups: 2",
+			  &xs, 0, &err) == 0);
+	ck_assert_int_eq(h.n.n_params, 2);
+	ck_assert(h.n.params[0].init == DL_INIT_UNIFORM);
+	ck_assert(fabs(h.n.params[0].init_arg - 1.0 / sqrt(3 * 3 * 2)) < 1e-12);
+	ck_assert(fabs(h.n.params[1].init_arg - 1.0 / sqrt(3 * 3 * 2)) < 1e-12);
+	char s[64];
+	ck_assert_str_eq(dl_shape_str(&h.n.params[0].shape, s, sizeof s), "[4, 3, 3, 2]");
+	h_free(&h);
+	ck_assert(h_setup(&h, "conv_transpose2d", "out_channels: 4, kernel_size: 3, groups: 2, bias: false",
+			  &xs, 0, &err) == 0);
+	ck_assert_int_eq(h.n.n_params, 1);
+	ck_assert_str_eq(dl_shape_str(&h.n.params[0].shape, s, sizeof s), "[6, 2, 3, 3]");
+	ck_assert(fabs(h.n.params[0].init_arg - 1.0 / sqrt(2 * 9)) < 1e-12);
+	h_free(&h);
+	ck_assert(h_setup(&h, "batch_norm2d", "", &xs, 0, &err) == 0);
+	ck_assert_int_eq(h.n.n_params, 4);
+	ck_assert(h_param(&h, "weight")->init == DL_INIT_ONES);
+	ck_assert(h_param(&h, "bias")->init == DL_INIT_ZEROS);
+	ck_assert(h_param(&h, "running_mean")->init == DL_INIT_ZEROS);
+	ck_assert(h_param(&h, "running_var")->init == DL_INIT_ONES);
+	h_free(&h);
+	ck_assert(h_setup(&h, "layer_norm", "normalized_shape: [5, 5]", &xs, 0, &err) == 0);
+	ck_assert_str_eq(dl_shape_str(&h_param(&h, "weight")->shape, s, sizeof s), "[5, 5]");
+	h_free(&h);
+}
+END_TEST
+
+/* Conv on a batch of 3 equals three convs of one sample (the per-image
+ * loop and the thread split must not mix samples up), with a larger
+ * input than the fixtures so that OpenMP and BLAS threads engage. */
+START_TEST(test_conv_batch_consistency)
+{
+	const char *hps[] = {
+		"out_channels: 16, kernel_size: 3, padding: 1",
+		"out_channels: 16, kernel_size: 3, padding: 1, groups: 16",
+		"out_channels: 8, kernel_size: 1",
+		"out_channels: 8, kernel_size: 4, stride: 2, padding: 1",
+	};
+	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv_transpose2d"};
+	for (int t = 0; t < 4; t++) {
+		struct harness hb, h1;
+		struct dl_error err = {0};
+		int64_t d[4] = {3, 16, 20, 19};
+		struct dl_shape xs = dl_shape_make(4, d);
+		ck_assert(h_setup(&hb, ops[t], hps[t], &xs, 0, &err) == 0);
+		d[0] = 1;
+		xs = dl_shape_make(4, d);
+		ck_assert(h_setup(&h1, ops[t], hps[t], &xs, 0, &err) == 0);
+		struct dl_rng r;
+		dl_rng_seed(&r, 7 + t);
+		for (int64_t i = 0; i < hb.nx; i++)
+			hb.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+		for (int64_t i = 0; i < hb.ny; i++)
+			hb.gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+		for (int i = 0; i < hb.n.n_params; i++) {
+			int64_t k = dl_shape_numel(&hb.n.params[i].shape);
+			for (int64_t j = 0; j < k; j++)
+				h1.n.params[i].data[j] = hb.n.params[i].data[j] =
+					(float)dl_rng_uniform(&r) - 0.5f;
+		}
+		h_forward(&hb);
+		h_backward(&hb);
+		for (int s = 0; s < 3; s++) {
+			memcpy(h1.x, hb.x + s * h1.nx, (size_t)h1.nx * sizeof(float));
+			memcpy(h1.gy, hb.gy + s * h1.ny, (size_t)h1.ny * sizeof(float));
+			h_forward(&h1);
+			ck_assert_msg(rel_err(h1.y, hb.y + s * h1.ny, h1.ny) < 1e-6,
+				      "%s {%s}: sample %d differs", ops[t], hps[t], s);
+			h_backward(&h1);
+			ck_assert(rel_err(h1.dx, hb.dx + s * h1.nx, h1.nx) < 1e-6);
+		}
+		h_free(&hb);
+		h_free(&h1);
+	}
+}
+END_TEST
+
+/* ---- bad hyperparameters and inputs ---- */
+
+/* Expects infer to fail with DL_EINPUT and a message "test:1:COL: OP: ..."
+ * containing what, COL being where hyperparameter key starts in the
+ * "{...}" that dl_node_setup parses (NULL: the entry, column 1). */
+static void expect_error(const char *op, const char *hps, int ndim,
+			 const int64_t *d, const char *key, const char *what)
+{
+	struct harness h;
+	struct dl_error err = {0};
+	struct dl_shape xs = dl_shape_make(ndim, d);
+	int rc = h_setup(&h, op, hps, &xs, 0, &err);
+	ck_assert_msg(rc == DL_EINPUT, "%s {%s}: expected an input error, got %d", op, hps, rc);
+	char where[128];
+	const char *k = key ? strstr(hps, key) : NULL;
+	ck_assert(!key || k);
+	snprintf(where, sizeof where, "test:1:%d: %s: ", k ? (int)(k - hps) + 2 : 1, op);
+	ck_assert_msg(strncmp(err.msg, where, strlen(where)) == 0,
+		      "%s: message '%s' does not start with '%s'", op, err.msg, where);
+	ck_assert_msg(strstr(err.msg, what), "message '%s' does not say '%s'", err.msg, what);
+	h_free(&h);
+}
+
+START_TEST(test_errors)
+{
+	int64_t img[4] = {2, 16, 5, 5}, sig[3] = {2, 3, 9}, flat[2] = {2, 3};
+	expect_error("conv2d", "out_channels: 4, kernel_size: 7", 4, img, "kernel_size",
+		     "kernel_size 7 is larger than the padded input 5x5");
+	expect_error("conv2d", "out_channels: 4, kernel_size: 7, padding: [[1, 0], [0, 0]]", 4, img,
+		     "kernel_size", "larger than the padded input 6x5");
+	expect_error("conv2d", "out_channels: 4, kernel_size: [3, 8], padding: 1", 4, img,
+		     "kernel_size", "kernel_size 3x8 is larger than the padded input 7x7");
+	expect_error("conv2d", "out_channels: 4, kernel_size: 3, dilation: 3", 4, img, "kernel_size",
+		     "spans 7 cells");
+	expect_error("conv2d", "out_channels: 6, kernel_size: 3, groups: 3", 4, img, "groups",
+		     "groups 3 does not divide in_channels 16");
+	expect_error("conv2d", "out_channels: 6, kernel_size: 3, groups: 4", 4, img, "groups",
+		     "groups 4 does not divide out_channels 6");
+	expect_error("conv_transpose2d", "out_channels: 4, kernel_size: 3, groups: 3", 4, img,
+		     "groups", "groups 3 does not divide in_channels 16");
+	expect_error("conv2d", "out_channels: 4, kernel_size: 3", 2, flat, NULL,
+		     "expects a [N, C, H, W] input, got [2, 3]");
+	expect_error("conv1d", "out_channels: 4, kernel_size: 3", 4, img, NULL,
+		     "expects a [N, C, L] input, got [2, 16, 5, 5]");
+	expect_error("conv_transpose1d", "out_channels: 4, kernel_size: 3", 2, flat, NULL,
+		     "expects a [N, C, L] input, got [2, 3]");
+	expect_error("conv2d", "in_channels: 3, out_channels: 4, kernel_size: 3", 4, img,
+		     "in_channels", "in_channels 3 does not match the input's 16 channels");
+	expect_error("conv2d", "out_channels: 4, kernel_size: [3, 3, 3]", 4, img, "kernel_size",
+		     "kernel_size has 3 values");
+	expect_error("conv1d", "out_channels: 4, kernel_size: 3, padding: [1, 2]", 3, sig,
+		     "padding", "padding has 2 values");
+	expect_error("conv2d", "out_channels: 4, kernel_size: 3, padding: [[1, 2]]", 4, img,
+		     "padding", "padding has 1 [before, after] pairs; give 2");
+	expect_error("conv_transpose2d", "out_channels: 4, kernel_size: 3, padding: same", 4, img,
+		     "padding", "no 'same' or 'valid'");
+	expect_error("conv_transpose2d", "out_channels: 4, kernel_size: 3, stride: 2, output_padding: 2",
+		     4, img, "output_padding", "output_padding 2 must be smaller than the stride");
+	expect_error("conv_transpose1d", "out_channels: 4, kernel_size: 2, padding: [[5, 5]]", 3, sig,
+		     "padding", "must leave at least one");
+	expect_error("max_pool2d", "kernel_size: 6", 4, img, "kernel_size",
+		     "kernel_size 6 is larger than the padded input 5x5");
+	expect_error("max_pool2d", "kernel_size: 3", 3, sig, NULL,
+		     "expects a [N, C, H, W] input, got [2, 3, 9]");
+	expect_error("avg_pool1d", "kernel_size: 10", 3, sig, "kernel_size",
+		     "kernel_size 10 is larger than the padded input 9");
+	expect_error("max_pool1d", "kernel_size: 4, dilation: 3", 3, sig, "kernel_size",
+		     "spans 10 cells, more than the padded input 9");
+	expect_error("adaptive_avg_pool2d", "output_size: [2, 2, 2]", 4, img, "output_size",
+		     "output_size has 3 values");
+	expect_error("adaptive_avg_pool1d", "output_size: 2", 4, img, NULL,
+		     "expects a [N, C, L] input");
+	expect_error("upsample", "scale_factor: 2, mode: bilinear", 3, sig, "mode",
+		     "mode bilinear expects a [N, C, H, W] input");
+	expect_error("upsample", "scale_factor: 0.1", 3, sig, "scale_factor",
+		     "empty output");
+	expect_error("upsample", "scale_factor: 2", 2, flat, NULL,
+		     "expects a [N, C, L] or [N, C, H, W] input");
+	expect_error("batch_norm2d", "", 3, sig, NULL,
+		     "expects a [N, C, H, W] input, got [2, 3, 9]");
+	expect_error("batch_norm1d", "", 4, img, NULL,
+		     "expects a [N, C] or [N, C, L] input");
+	expect_error("batch_norm1d", "num_features: 4", 3, sig, "num_features",
+		     "num_features 4 does not match the input's 3 channels");
+	expect_error("layer_norm", "normalized_shape: [4, 9]", 3, sig, "normalized_shape",
+		     "normalized_shape [4, 9] does not match the trailing sizes of the input [2, 3, 9]");
+	expect_error("layer_norm", "normalized_shape: [2, 3, 9]", 3, sig, "normalized_shape",
+		     "only 2 after the batch");
+}
+END_TEST
+
+Suite *make_conv_suite(void)
+{
+	Suite *s = suite_create("conv");
+	load_cases();
+	TCase *tc = tcase_create("fixtures");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_fixture, 0, n_cases > 0 ? n_cases : 1);
+	tcase_add_loop_test(tc, test_gradcheck, 0, n_cases > 0 ? n_cases : 1);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("semantics");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_output_shapes);
+	tcase_add_test(tc, test_pool_all_padding_windows);
+	tcase_add_test(tc, test_batch_norm_modes);
+	tcase_add_test(tc, test_param_init);
+	tcase_add_test(tc, test_conv_batch_consistency);
+	tcase_add_test(tc, test_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -30,6 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 141' PIPE
 
 if [ "$DLRUN_VALGRIND" = yes ]; then
 	set -- valgrind --error-exitcode=99 --leak-check=full \
@@ -62,6 +63,7 @@ for d in "$srcdir"/tests/fixtures/*/*/; do
 	name=${d#"$srcdir"/tests/fixtures/}
 	args=
 	[ -f "$d/args" ] && args=$(cat "$d/args")
+	cmd="dlrun infer $name/model.yaml${args:+ $args}"
 	rtol=1e-5
 	[ -f "$d/rtol" ] && rtol=$(cat "$d/rtol")
 	rm -f "$tmp/got.npy" "$tmp/err" "$tmp/cmp"
@@ -74,9 +76,9 @@ for d in "$srcdir"/tests/fixtures/*/*/; do
 	if [ "$rc" -ne 0 ]; then
 		echo "not ok $i - $name"
 		if [ "$rc" -eq 99 ] && [ -n "$*" ]; then
-			echo "# valgrind found errors (exit 99); dlrun infer $name/model.yaml $args"
+			echo "# valgrind found errors (exit 99): $cmd"
 		else
-			echo "# dlrun infer $name/model.yaml $args exited $rc"
+			echo "# $cmd exited $rc"
 		fi
 		diag "$tmp/err"
 		continue

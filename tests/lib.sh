@@ -1,2 +1,286 @@
-#!/bin/sh
-echo 1..0
+# Shared helpers for the shell tests (tests/*.sh), sourced, POSIX sh: TAP
+# output, a temporary directory removed on exit, run_dlrun (optionally under
+# valgrind), and writers of small .npy and .safetensors files with printf, so
+# the tests need nothing but sh, coreutils and the dlrun binary.
+#
+# Environment: DLRUN (the binary; make check sets it), NPYCMP (tests/npycmp,
+# optional), srcdir (set by automake: the top source directory; defaults to
+# the parent of the test script's directory), DLRUN_VALGRIND=yes to run dlrun
+# under valgrind, TEST_VERBOSE=yes to show dlrun's stderr for passing tests.
+
+: "${srcdir:=$(dirname "$0")/..}"
+if [ -z "${DLRUN:-}" ]; then
+	if [ -x ./src/dlrun ]; then DLRUN=./src/dlrun; else DLRUN=../src/dlrun; fi
+fi
+: "${NPYCMP:=}"
+# absolute paths, so tests can run dlrun from inside the temporary directory
+case $DLRUN in /*) ;; *) DLRUN=$(pwd)/$DLRUN ;; esac
+srcdir=$(cd "$srcdir" && pwd) || {
+	echo "Bail out! srcdir=$srcdir is not a directory"
+	exit 1
+}
+: "${DLRUN_VALGRIND:=no}"
+
+if [ ! -x "$DLRUN" ]; then
+	echo "Bail out! DLRUN=$DLRUN is not an executable"
+	exit 1
+fi
+if [ "$DLRUN_VALGRIND" = yes ] && ! command -v valgrind >/dev/null 2>&1; then
+	echo "Bail out! DLRUN_VALGRIND=yes but valgrind is not installed"
+	exit 1
+fi
+
+# ---- temporary directory and background processes ----
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlrun-test.XXXXXX") || {
+	echo "Bail out! cannot make a temporary directory"
+	exit 1
+}
+# pids of background processes this script started; killed on exit
+bg_pids=
+lib_cleanup() {
+	for p in $bg_pids; do
+		kill "$p" 2>/dev/null
+	done
+	rm -rf "$tmp"
+}
+trap lib_cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Seconds a co-process gets to answer (valgrind is slow).
+if [ "$DLRUN_VALGRIND" = yes ]; then answer_timeout=60; else answer_timeout=10; fi
+
+# ---- TAP ----
+
+tap_n=0
+tap_failed=0
+
+# plan N: the plan up front (or call done_testing at the end instead)
+plan() {
+	echo "1..$1"
+}
+
+# done_testing: the plan at the end, for the number of tests run
+done_testing() {
+	echo "1..$tap_n"
+}
+
+# ok STATUS DESCRIPTION: reports test number tap_n + 1, passed when STATUS is 0
+ok() {
+	tap_n=$((tap_n + 1))
+	if [ "$1" -eq 0 ]; then
+		echo "ok $tap_n - $2"
+	else
+		tap_failed=$((tap_failed + 1))
+		echo "not ok $tap_n - $2"
+	fi
+}
+
+# skip DESCRIPTION REASON
+skip() {
+	tap_n=$((tap_n + 1))
+	echo "ok $tap_n - $1 # SKIP $2"
+}
+
+# diag TEXT...: TAP diagnostics, one '# ' line per line of TEXT
+diag() {
+	printf '%s\n' "$*" | sed 's/^/# /'
+}
+
+# diag_file FILE [LINES]: the first LINES (default 20) lines of FILE as
+# diagnostics, binary bytes shown as octal escapes
+diag_file() {
+	[ -s "$1" ] || return 0
+	LC_ALL=C sed -n "1,${2:-20}p" "$1" | LC_ALL=C tr -c '[:print:]\t\n' '?' |
+		sed 's/^/# /'
+}
+
+# Checks: a test is a shell function that returns 0 when it passes; it calls
+# `fail MESSAGE` (which returns 1) to say what went wrong. check runs it and
+# reports one TAP line, with the failure messages and the last dlrun run's
+# command, exit code and stderr as diagnostics.
+
+# fail MESSAGE: records why a test failed; returns 1
+fail() {
+	printf '%s\n' "$*" >>"$tmp/diag"
+	return 1
+}
+
+# check DESCRIPTION FUNCTION [ARGS...]
+check() {
+	desc=$1
+	shift
+	: >"$tmp/diag"
+	: >"$tmp/stdout"
+	: >"$tmp/stderr"
+	last_cmd=
+	rc=
+	if "$@" && [ ! -s "$tmp/diag" ]; then
+		ok 0 "$desc"
+		# TEST_VERBOSE=yes shows what dlrun said in passing tests too
+		[ "${TEST_VERBOSE:-}" = yes ] && diag_file "$tmp/stderr" 5
+	else
+		ok 1 "$desc"
+		sed 's/^/# /' "$tmp/diag"
+		if [ -n "$last_cmd" ]; then
+			diag "last command: $last_cmd"
+			diag "exit code: $rc"
+			[ "$rc" = 99 ] && [ "$DLRUN_VALGRIND" = yes ] &&
+				diag "(99: valgrind found errors)"
+			if [ -s "$tmp/stderr" ]; then
+				diag "stderr:"
+				diag_file "$tmp/stderr" 40
+			fi
+		fi
+	fi
+	return 0
+}
+
+# ---- running dlrun ----
+
+# run_dlrun ARGS...: runs "$DLRUN" ARGS (under valgrind when DLRUN_VALGRIND
+# is yes) with the caller's stdin; sets rc to its exit code and leaves its
+# stdout and stderr in "$tmp/stdout" and "$tmp/stderr".
+run_dlrun() {
+	last_cmd="dlrun $*"
+	if [ "$DLRUN_VALGRIND" = yes ]; then
+		valgrind --error-exitcode=99 --leak-check=full \
+			--errors-for-leak-kinds=definite --show-leak-kinds=definite -q \
+			"$DLRUN" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	else
+		"$DLRUN" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	fi
+	rc=$?
+	return 0
+}
+
+# dlrun_cmd: prints the command prefix run_dlrun uses, for callers that
+# must start dlrun themselves (background co-processes): `set -- $(dlrun_cmd)`
+dlrun_cmd() {
+	if [ "$DLRUN_VALGRIND" = yes ]; then
+		echo valgrind --error-exitcode=99 --leak-check=full \
+			--errors-for-leak-kinds=definite --show-leak-kinds=definite -q
+	fi
+}
+
+# expect_rc N: the last run exited N
+expect_rc() {
+	[ "$rc" = "$1" ] || fail "exit code $rc, expected $1"
+}
+
+# expect_stdout_has STRING / expect_stderr_has STRING: a fixed string appears
+expect_stdout_has() {
+	grep -F -e "$1" "$tmp/stdout" >/dev/null ||
+		fail "stdout does not contain '$1'"
+}
+expect_stderr_has() {
+	grep -F -e "$1" "$tmp/stderr" >/dev/null ||
+		fail "stderr does not contain '$1'"
+}
+
+# expect_one_error_line: stderr is exactly one line and it starts 'dlrun: '
+expect_one_error_line() {
+	n=$(wc -l <"$tmp/stderr")
+	tail=$(tail -c 1 "$tmp/stderr" | od -An -c | tr -d ' ')
+	if [ "$n" -ne 1 ] || [ "$tail" != '\n' ]; then
+		fail "stderr has $n lines (or no final newline), expected exactly one"
+	fi
+	head -n 1 "$tmp/stderr" | grep '^dlrun: ' >/dev/null ||
+		fail "stderr does not start with 'dlrun: '"
+}
+
+# ---- writing small binary files ----
+
+# le_bytes N COUNT: N as COUNT little-endian bytes (N < 2^31)
+le_bytes() {
+	_n=$1
+	_i=0
+	_fmt=
+	while [ "$_i" -lt "$2" ]; do
+		_fmt="$_fmt\\$(printf '%03o' $((_n % 256)))"
+		_n=$((_n / 256))
+		_i=$((_i + 1))
+	done
+	printf "$_fmt"
+}
+
+# f4 VALUE...: the float32 little-endian bytes of each VALUE, which must be
+# one of the exactly representable values of the table below
+f4() {
+	for _v in "$@"; do
+		case $_v in
+		0) printf '\000\000\000\000' ;;
+		0.25) printf '\000\000\200\076' ;;
+		0.5) printf '\000\000\000\077' ;;
+		1) printf '\000\000\200\077' ;;
+		1.5) printf '\000\000\300\077' ;;
+		2) printf '\000\000\000\100' ;;
+		3) printf '\000\000\100\100' ;;
+		4) printf '\000\000\200\100' ;;
+		-0.25) printf '\000\000\200\276' ;;
+		-0.5) printf '\000\000\000\277' ;;
+		-1) printf '\000\000\200\277' ;;
+		-1.5) printf '\000\000\300\277' ;;
+		-2) printf '\000\000\000\300' ;;
+		-3) printf '\000\000\100\300' ;;
+		*)
+			echo "f4: no bytes for $_v" >&2
+			return 1
+			;;
+		esac
+	done
+}
+
+# spaces N: N spaces
+spaces() {
+	_k=0
+	while [ "$_k" -lt "$1" ]; do
+		printf ' '
+		_k=$((_k + 1))
+	done
+}
+
+# npy_header DESCR SHAPE [MAGIC]: a version 1.0 .npy header for an array of
+# dtype DESCR ('<f4') and shape SHAPE (a Python tuple: '(2, 3)'), padded to
+# 64 bytes as NumPy does; MAGIC replaces the 6 magic bytes (default
+# \223NUMPY). The data follows it.
+npy_header() {
+	_dict="{'descr': '$1', 'fortran_order': False, 'shape': $2, }"
+	_len=$((${#_dict} + 1))
+	_pad=$(((64 - (10 + _len) % 64) % 64))
+	printf "${3:-\\223NUMPY}\\001\\000"
+	le_bytes $((_len + _pad)) 2
+	printf '%s%s\n' "$_dict" "$(spaces "$_pad")"
+}
+
+# npy_f4 SHAPE VALUE...: a float32 .npy array on stdout
+npy_f4() {
+	npy_header '<f4' "$1"
+	shift
+	f4 "$@"
+}
+
+# safetensors JSON: a safetensors header for JSON (padded with spaces to a
+# multiple of 8 bytes, as the format recommends) on stdout; the data follows
+safetensors_header() {
+	_pad=$(((8 - ${#1} % 8) % 8))
+	le_bytes $((${#1} + _pad)) 8
+	printf '%s%s' "$1" "$(spaces "$_pad")"
+}
+
+# same_bytes A B: the two files are byte-identical (fails with a message)
+same_bytes() {
+	cmp "$1" "$2" >/dev/null 2>&1 || fail "$1 and $2 differ"
+}
+
+# only_files DIR NAME...: DIR holds exactly the files NAME... (no temp files)
+only_files() {
+	_d=$1
+	shift
+	_want=$(for _f in "$@"; do echo "$_f"; done | LC_ALL=C sort)
+	_got=$(cd "$_d" && ls -A | LC_ALL=C sort)
+	[ "$_got" = "$_want" ] ||
+		fail "$_d holds [$(echo $_got)], expected [$(echo $_want)]"
+}

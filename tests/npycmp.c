@@ -2,6 +2,7 @@
  * tests. Per array, rel = max|a-b| / max(max|b|, 1e-30) must be <= RTOL
  * (default 1e-5); NaN or Inf must sit at the same places on both sides.
  * Exit 0 when all pass, 1 when any fails, 2 when an input is unreadable. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,8 @@ static int load(const char *path, struct arrays *a)
 	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
 	memset(a, 0, sizeof *a);
 	if (!f) {
-		fprintf(stderr, "npycmp: %s: cannot open\n", path);
+		fprintf(stderr, "npycmp: %s: cannot open: %s\n", path,
+			strerror(errno));
 		return -1;
 	}
 	for (;;) {

@@ -5,7 +5,9 @@ default) on models/data/digits.npz from given initial weights and prints its
 validation accuracy.
 
   tools/train_digits_torch.py --init W.safetensors [--data models/data/digits.npz]
-      [--optimizer adam] [--lr 1e-3] [--batch-size 32] [--epochs 20] [--seed 0]
+      [--optimizer adam] [--lr 3e-3] [--batch-size 32] [--epochs 20] [--seed 0]
+      [--lr-schedule constant|step|cosine] [--warmup W] [--min-lr] [--step-size]
+      [--gamma]
   tools/train_digits_torch.py --write-init W.safetensors [--seed 0] [--hidden 128]
 
 --init reads F32/F64/F16/BF16 weights in dlrun's names for the model
@@ -15,12 +17,19 @@ validation accuracy.
 for `dlrun train -w`. Training follows cli.md's semantics: shuffled each
 epoch by a generator seeded with --seed (the order differs from dlrun's; the
 check is on accuracy), the last partial batch kept and averaged over its own
-size, cross-entropy with mean reduction.
+size, cross-entropy with mean reduction, the learning rate set before each
+optimizer step by cli.md's schedule formula (lr_at below, the same as
+dlrun's dl_lr_at).
+
+With the defaults (adam, lr 3e-3, batch 32, 20 epochs, constant) eight
+seeds gave 97.2% to 98.6% validation accuracy (mean 97.9%) in 2 to 5 s on
+2 cores; lr 1e-3 gave 96.9% to 98.1%.
 
 Prints one line on stdout: "val_accuracy 0.975000"; details on stderr.
 """
 import argparse
 import json
+import math
 import os
 import struct
 import sys
@@ -121,6 +130,23 @@ def make_optimizer(name, params, args):
     sys.exit("--optimizer: unknown optimizer '%s' (expected sgd, adam, adamw)" % name)
 
 
+def lr_at(args, t, total):
+    """cli.md: warmup W multiplies the first W steps by (t + 1) / W, then
+    the schedule runs from 0; cosine's T is the steps after the warmup."""
+    if t < args.warmup:
+        return args.lr * (t + 1) / args.warmup
+    k = t - args.warmup
+    if args.lr_schedule == "step":
+        return args.lr * args.gamma ** (k // args.step_size)
+    if args.lr_schedule == "cosine":
+        T = total - args.warmup
+        if T <= 0:
+            return args.min_lr
+        return args.min_lr + (args.lr - args.min_lr) * (
+            1 + math.cos(math.pi * min(k, T) / T)) / 2
+    return args.lr
+
+
 def evaluate(model, x, y):
     with torch.no_grad():
         out = model(x)
@@ -137,7 +163,13 @@ def main():
         os.path.join(here, "..", "models", "data", "digits.npz")))
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--optimizer", default="adam")
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr-schedule", choices=["constant", "step", "cosine"],
+                    default="constant")
+    ap.add_argument("--warmup", type=int, default=0)
+    ap.add_argument("--min-lr", type=float, default=0.0)
+    ap.add_argument("--step-size", type=int, default=1)
+    ap.add_argument("--gamma", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--weight-decay", type=float, default=None)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -168,6 +200,8 @@ def main():
 
     t0 = time.time()
     n = len(xt)
+    steps = args.epochs * ((n + args.batch_size - 1) // args.batch_size)
+    t = 0
     for epoch in range(args.epochs):
         model.train()
         order = torch.randperm(n, generator=gen)
@@ -177,7 +211,10 @@ def main():
             loss = F.cross_entropy(model(xt[idx]), yt[idx])
             opt.zero_grad()
             loss.backward()
+            for group in opt.param_groups:
+                group["lr"] = lr_at(args, t, steps)
             opt.step()
+            t += 1
             total += loss.item() * len(idx)
         model.eval()
         correct, vloss = evaluate(model, xv, yv)

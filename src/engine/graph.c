@@ -232,6 +232,41 @@ static void release(struct block *live, int *n_live, int value)
 		}
 }
 
+/* A keep_all plan also gets the activation gradients and saved state. */
+static int plan_training(struct dl_graph *g, size_t top, int max_in,
+			 struct dl_error *err)
+{
+	if (top + ALIGN > g->grad_cap) {
+		free(g->grad_arena);
+		g->grad_cap = top + ALIGN;
+		g->grad_arena = aligned_alloc(ALIGN, align_up(g->grad_cap));
+		if (!g->grad_arena) {
+			g->grad_cap = 0;
+			return dl_error_set(err, DL_ERUN, "out of memory for gradients");
+		}
+	}
+	if (!g->saved_off && !(g->saved_off = calloc((size_t)g->n_nodes + 1, sizeof *g->saved_off)))
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	size_t saved = 0;
+	for (int i = 0; i < g->n_nodes; i++) {
+		g->saved_off[i] = saved;
+		saved += align_up(g->nodes[i].saved_bytes);
+	}
+	if (saved > g->saved_cap) {
+		free(g->saved);
+		g->saved = aligned_alloc(ALIGN, saved);
+		if (!g->saved) {
+			g->saved_cap = 0;
+			return dl_error_set(err, DL_ERUN, "out of memory for saved state");
+		}
+		g->saved_cap = saved;
+	}
+	free(g->din);
+	if (!(g->din = calloc((size_t)max_in, sizeof *g->din)))
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	return 0;
+}
+
 int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err)
 {
 	if (!g->shapes_ready)
@@ -317,7 +352,7 @@ int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err)
 	}
 	for (int v = g->n_inputs; v < g->n_values; v++)
 		g->values[v].data = (float *)(g->arena + g->values[v].offset);
-	return 0;
+	return keep_all ? plan_training(g, top, max_in, err) : 0;
 }
 
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
@@ -332,8 +367,77 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 			g->tin[k].data = g->values[n->in[k]].data;
 		}
 		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
+		ctx->saved = ctx->train && g->saved ? g->saved + g->saved_off[i] : NULL;
 		n->op->forward(n, g->tin, &out, ctx);
 	}
+}
+
+int dl_graph_train_setup(struct dl_graph *g, struct dl_error *err)
+{
+	for (int i = 0; i < g->n_nodes; i++)
+		if (!g->nodes[i].op->backward)
+			return dl_node_error(err, &g->nodes[i], -1,
+					     "cannot be trained yet (it has no backward)");
+	if (!g->grad_block) {
+		g->grad_block = calloc(g->n_param_floats ? g->n_param_floats : 1, sizeof(float));
+		if (!g->grad_block)
+			return dl_error_set(err, DL_ERUN, "out of memory for gradients");
+	}
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			struct dl_param *p = &g->nodes[i].params[k];
+			p->grad = p->buffer ? NULL : g->grad_block + (p->data - g->param_block);
+		}
+	return 0;
+}
+
+void dl_graph_zero_grad(struct dl_graph *g)
+{
+	if (g->grad_block)
+		memset(g->grad_block, 0, g->n_param_floats * sizeof(float));
+}
+
+void dl_graph_backward(struct dl_graph *g, const float *const *dout,
+		       float *const *din_in, struct dl_ctx *ctx)
+{
+	memset(g->grad_arena, 0, g->arena_bytes);
+	for (int k = 0; k < g->n_outputs; k++) {
+		int v = g->outputs[k];
+		if (!dout || !dout[k] || v < g->n_inputs)
+			continue;
+		float *gv = (float *)(g->grad_arena + g->values[v].offset);
+		int64_t c = dl_shape_numel(&g->values[v].shape);
+		for (int64_t j = 0; j < c; j++)
+			gv[j] += dout[k][j];
+	}
+	ctx->ws = g->ws;
+	for (int i = g->n_nodes - 1; i >= 0; i--) {
+		struct dl_node *n = &g->nodes[i];
+		for (int k = 0; k < n->n_in; k++) {
+			int v = n->in[k];
+			g->tin[k].shape = g->values[v].shape;
+			g->tin[k].data = g->values[v].data;
+			g->din[k] = v < g->n_inputs ? (din_in ? din_in[v] : NULL)
+						    : (float *)(g->grad_arena + g->values[v].offset);
+		}
+		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
+		ctx->saved = g->saved ? g->saved + g->saved_off[i] : NULL;
+		n->op->backward(n, g->tin, &out,
+				(const float *)(g->grad_arena + g->values[n->out].offset),
+				g->din, ctx);
+	}
+}
+
+int dl_graph_first_nonfinite(const struct dl_graph *g)
+{
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_value *v = &g->values[g->nodes[i].out];
+		int64_t c = dl_shape_numel(&v->shape);
+		for (int64_t j = 0; j < c; j++)
+			if (!isfinite(v->data[j]))
+				return i;
+	}
+	return -1;
 }
 
 /* ---- parameters ---- */

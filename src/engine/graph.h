@@ -86,6 +86,15 @@ struct dl_graph {
 	struct dl_tensor *tin;       /* input views for one node call */
 	int tin_cap;
 
+	/* Training (a keep_all plan): the gradient of every activation, laid
+	 * out like the arena, and what each node saves for its backward. */
+	char *grad_arena;
+	size_t grad_cap;
+	char *saved;
+	size_t saved_cap;
+	size_t *saved_off;           /* [n_nodes] */
+	float **din;                 /* input-gradient pointers for one call */
+
 	int n_train;
 	struct dl_kv *train;
 };
@@ -105,6 +114,20 @@ int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err);
 /* Runs every node. in[i] holds model input i in the inferred shape.
  * Outputs are then in g->values[g->outputs[k]]. */
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx);
+
+/* Gives every trainable parameter a gradient in one zeroed block. Fails
+ * naming the first op that has no backward. */
+int dl_graph_train_setup(struct dl_graph *g, struct dl_error *err);
+void dl_graph_zero_grad(struct dl_graph *g);
+/* After a training forward (ctx->train, keep_all plan): back-propagates
+ * dout[k] (the gradient of output k, NULL for none), adding into the
+ * parameter gradients and, where din_in[i] is not NULL, into the gradient
+ * of model input i. */
+void dl_graph_backward(struct dl_graph *g, const float *const *dout,
+		       float *const *din_in, struct dl_ctx *ctx);
+/* The first node (in execution order) whose output holds a NaN or an
+ * infinity after a forward, or -1. */
+int dl_graph_first_nonfinite(const struct dl_graph *g);
 
 /* Finds parameter `key` ("3.weight"); returns it or NULL. */
 struct dl_param *dl_graph_param(struct dl_graph *g, const char *key,

@@ -182,7 +182,7 @@ int dl_npz_open(struct dl_npz *z, const char *path, struct dl_error *err)
 	if (!(z->path = strdup(path)))
 		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
 	struct stat sb;
-	uint64_t count, cd_off, cd_size;
+	uint64_t count = 0, cd_off = 0, cd_size = 0;
 	unsigned char *cd = NULL;
 	int rc;
 	if (!(z->f = fopen(path, "rb"))) {

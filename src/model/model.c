@@ -102,8 +102,12 @@ int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
 	return rc;
 }
 
+/* Tensors a weights file may hold beyond the model's: PyTorch's batch
+ * counters, and a checkpoint's optimizer state. */
 static int ignored_extra(const char *name)
 {
+	if (strncmp(name, "__optim__.", 10) == 0)
+		return 1;
 	const char *suffix = "num_batches_tracked";
 	size_t l = strlen(name), s = strlen(suffix);
 	return l >= s && strcmp(name + l - s, suffix) == 0 &&

@@ -198,9 +198,9 @@ static void softmax_forward(float *out, const float *inp, int64_t outer,
 		if (log) {
 			for (int64_t d = 0; d < D; d++)
 				sum += expf(x[d * inner] - max);
-			float lse = max + logf((float)sum);
+			float lsum = logf((float)sum);
 			for (int64_t d = 0; d < D; d++)
-				y[d * inner] = x[d * inner] - lse;
+				y[d * inner] = (x[d * inner] - max) - lsum;
 		} else {
 			for (int64_t d = 0; d < D; d++) {
 				float e = expf(x[d * inner] - max);

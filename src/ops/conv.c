@@ -60,7 +60,7 @@ struct geom {
 static int spatial_dims(const struct dl_node *n)
 {
 	size_t len = strlen(n->op->name);
-	return n->op->name[len - 1] == '1' ? 1 : 2;
+	return n->op->name[len - 2] == '1' ? 1 : 2;   /* "conv1d", "conv_transpose1d" */
 }
 
 static int is_transposed(const struct dl_node *n)

@@ -296,7 +296,11 @@ static void matmul_bwd(struct dl_node *n, const struct dl_tensor *in,
 }
 
 /* C[n, ..., M, P] = A[n, ..., M, K] B[n, ..., K, P]: torch.matmul on
- * matrices; batch sizes equal or 1, per-sample batch dims broadcast */
+ * matrices; batch sizes equal or 1, per-sample batch dims broadcast from
+ * the right. Unlike torch.matmul on the full tensors, the sample dimension
+ * is matched on its own when the ranks differ (as for add and mul), so
+ * [N, H, T, D] x [N, D, E] is torch.matmul(a, b.unsqueeze(1)): samples never
+ * mix. With equal ranks the two agree. */
 static const struct dl_op_desc op_matmul = {
 	.name = "matmul",
 	.doc = "C = A B, batched over leading dimensions (broadcast)",

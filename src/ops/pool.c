@@ -189,8 +189,9 @@ static int pool_geometry(const struct dl_node *n, const struct dl_shape *in,
 		int64_t span = padded - ek;
 		o[i] = (ceil_mode ? (span + s[i] - 1) / s[i] : span / s[i]) + 1;
 		/* PyTorch's rule: the last window starts inside the input or
-		 * its leading padding */
-		if (ceil_mode && (o[i] - 1) * s[i] >= L[i] + pb[i])
+		 * its leading padding (with padding pairs, trailing padding
+		 * can hold more than one window start) */
+		while (ceil_mode && o[i] > 1 && (o[i] - 1) * s[i] >= L[i] + pb[i])
 			o[i]--;
 	}
 	g->OH = nsp == 1 ? 1 : o[0];

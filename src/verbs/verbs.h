@@ -12,7 +12,8 @@ struct verb {
 	int (*run)(int argc, char **argv, struct dl_error *err);
 };
 
-extern const struct verb verb_infer, verb_init, verb_summary, verb_ops;
+extern const struct verb verb_infer, verb_train, verb_gradcheck, verb_init,
+	verb_summary, verb_ops;
 
 /* ---- shared by the verbs (common.c) ---- */
 

@@ -1,0 +1,29 @@
+/* Training checkpoints: model state, optimizer state, RNG state and the
+ * position in the run, in one safetensors file written atomically, so a
+ * resumed run ends with the same bytes as an uninterrupted one. */
+#ifndef DL_CHECKPOINT_H
+#define DL_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "dlrun.h"
+#include "engine/rng.h"
+#include "train/optim.h"
+
+struct dl_train_pos {
+	int64_t step;      /* optimizer steps taken over the whole run */
+	int64_t epoch;     /* current epoch (0-based) */
+	int64_t batch;     /* batches of this epoch already done */
+	struct dl_rng rng; /* the dropout generator */
+};
+
+int dl_checkpoint_save(const char *path, struct dl_graph *g,
+		       const struct dl_optim *o, const struct dl_train_pos *pos,
+		       struct dl_error *err);
+/* Restores weights, optimizer moments and step, and the position. The
+ * optimizer must be initialised with the same configuration. */
+int dl_checkpoint_load(const char *path, struct dl_graph *g,
+		       struct dl_optim *o, struct dl_train_pos *pos,
+		       struct dl_error *err);
+
+#endif
