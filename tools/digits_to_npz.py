@@ -3,8 +3,8 @@
 python3-sklearn: sklearn/datasets/data/digits.csv.gz, 1797 8x8 images with
 pixel values 0..16, label in the last column) into models/data/digits.npz:
 
-  x_train [1437, 64] float32, pixels / 16 in [0, 1]
-  y_train [1437]     int64, class ids 0..9
+  x       [1437, 64] float32, pixels / 16 in [0, 1]
+  y       [1437]     int64, class ids 0..9
   x_val   [360, 64]  float32
   y_val   [360]      int64
 
@@ -84,7 +84,7 @@ def main():
     perm = np.random.RandomState(SPLIT_SEED).permutation(len(x))
     tr, va = perm[:N_TRAIN], perm[N_TRAIN:]
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    write_npz(args.output, [("x_train", x[tr]), ("y_train", y[tr]),
+    write_npz(args.output, [("x", x[tr]), ("y", y[tr]),
                             ("x_val", x[va]), ("y_val", y[va])])
     print("%s: %d train, %d validation samples" % (args.output, len(tr), len(va)))
 

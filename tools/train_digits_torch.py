@@ -193,7 +193,7 @@ def main():
     with torch.no_grad():
         load_init(model, args.init)
     d = np.load(args.data)
-    xt, yt = torch.from_numpy(d["x_train"]), torch.from_numpy(d["y_train"])
+    xt, yt = torch.from_numpy(d["x"]), torch.from_numpy(d["y"])
     xv, yv = torch.from_numpy(d["x_val"]), torch.from_numpy(d["y_val"])
     opt = make_optimizer(args.optimizer, model.parameters(), args)
     gen = torch.Generator().manual_seed(args.seed)

@@ -367,51 +367,52 @@ static const struct dl_hp_desc softmax_hp[] = {
 	{"dim", DL_HP_INT, "-1", NULL, 0},
 };
 
-#define ACT .min_in = 1, .max_in = 1, .infer = act_infer, \
+/* the fields every pointwise activation shares */
+#define POINTWISE .min_in = 1, .max_in = 1, .infer = act_infer, \
 	.forward = act_fwd, .backward = act_bwd, .flags = DL_OP_INPLACE_OK
 
 /* y = max(x, 0) */
 static const struct dl_op_desc op_relu = {
-	.name = "relu", .doc = "y = max(x, 0)", ACT,
+	.name = "relu", .doc = "y = max(x, 0)", POINTWISE,
 };
 
 /* y = x if x > 0 else negative_slope * x */
 static const struct dl_op_desc op_leaky_relu = {
 	.name = "leaky_relu", .doc = "y = x if x > 0 else negative_slope * x",
-	.hp = leaky_relu_hp, .n_hp = 1, ACT,
+	.hp = leaky_relu_hp, .n_hp = 1, POINTWISE,
 };
 
 /* y = tanh(x) */
 static const struct dl_op_desc op_tanh = {
-	.name = "tanh", .doc = "y = tanh(x)", ACT,
+	.name = "tanh", .doc = "y = tanh(x)", POINTWISE,
 };
 
 /* y = 1 / (1 + exp(-x)) */
 static const struct dl_op_desc op_sigmoid = {
-	.name = "sigmoid", .doc = "y = 1 / (1 + exp(-x))", ACT,
+	.name = "sigmoid", .doc = "y = 1 / (1 + exp(-x))", POINTWISE,
 };
 
 /* none: y = x Phi(x) = x (1 + erf(x / sqrt 2)) / 2;
  * tanh: y = x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2 */
 static const struct dl_op_desc op_gelu = {
 	.name = "gelu", .doc = "y = x Phi(x) (approximate: tanh form)",
-	.hp = gelu_hp, .n_hp = 1, ACT,
+	.hp = gelu_hp, .n_hp = 1, POINTWISE,
 };
 
 /* y = x sigmoid(x) */
 static const struct dl_op_desc op_silu = {
-	.name = "silu", .doc = "y = x sigmoid(x)", ACT,
+	.name = "silu", .doc = "y = x sigmoid(x)", POINTWISE,
 };
 
 /* y = log(1 + exp(beta x)) / beta, or x where beta x > threshold */
 static const struct dl_op_desc op_softplus = {
 	.name = "softplus", .doc = "y = log(1 + exp(beta x)) / beta (x above threshold / beta)",
-	.hp = softplus_hp, .n_hp = 2, ACT,
+	.hp = softplus_hp, .n_hp = 2, POINTWISE,
 };
 
 /* y = max(x, 0)^2 (Primer) */
 static const struct dl_op_desc op_relu_squared = {
-	.name = "relu_squared", .doc = "y = max(x, 0)^2", ACT,
+	.name = "relu_squared", .doc = "y = max(x, 0)^2", POINTWISE,
 };
 
 /* y_i = exp(x_i - max x) / sum_j exp(x_j - max x) along dim */
