@@ -132,10 +132,22 @@ int dl_model_load_weights(struct dl_graph *g, const char *path,
 			dl_param_key(n, p, key, sizeof key);
 			int t = dl_st_find(&st, key);
 			if (t < 0) {
-				rc = dl_error_set(err, DL_EINPUT,
-						  "%s: tensor '%s' is missing; the model needs %s (%s:%d:%d)",
-						  path, key, dl_shape_str(&p->shape, a, sizeof a),
-						  g->file, n->line, n->col);
+				/* a near-twin in the file is likely the same tensor misspelled */
+				const char *twin = NULL;
+				for (int j = 0; j < st.n && !twin; j++)
+					if (!dl_graph_param(g, st.t[j].name, NULL) &&
+					    dl_edit_distance(st.t[j].name, key) <= 2)
+						twin = st.t[j].name;
+				dl_shape_str(&p->shape, a, sizeof a);
+				if (twin)
+					rc = dl_error_set(err, DL_EINPUT,
+							  "%s: tensor '%s' is missing (the model needs %s, %s:%d:%d); "
+							  "the file has '%s' instead: a misspelling?",
+							  path, key, a, g->file, n->line, n->col, twin);
+				else
+					rc = dl_error_set(err, DL_EINPUT,
+							  "%s: tensor '%s' is missing; the model needs %s (%s:%d:%d)",
+							  path, key, a, g->file, n->line, n->col);
 				break;
 			}
 			if (!dl_shape_equal(&st.t[t].shape, &p->shape)) {

@@ -85,6 +85,30 @@ static int input_index(const struct dl_graph *g, const char *name, size_t len)
 	return -1;
 }
 
+/* [s, end) is a plain name (letters, digits, '_'), not part of a path. */
+static int is_word(const char *s, const char *end)
+{
+	if (s == end)
+		return 0;
+	for (; s < end; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_'))
+			return 0;
+	return 1;
+}
+
+/* "a, b" for messages (static buffer). */
+static const char *output_list(const struct dl_graph *g)
+{
+	static char buf[512];
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int k = 0; k < g->n_outputs && used < sizeof buf; k++)
+		used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s",
+					 k ? ", " : "", g->output_names[k]);
+	return buf;
+}
+
 static int add_source(struct infer *I, const char *path)
 {
 	for (int s = 0; s < I->n_src; s++)
@@ -109,6 +133,10 @@ static int bind_sources(struct infer *I, char **ins, int n_ins,
 	for (int k = 0; k < n_ins; k++) {
 		const char *eq = strchr(ins[k], '=');
 		int i = eq ? input_index(g, ins[k], (size_t)(eq - ins[k])) : -1;
+		if (i < 0 && eq && is_word(ins[k], eq))
+			return dl_error_set(err, DL_EINPUT,
+					    "infer: -i %s: the model has no input '%.*s'",
+					    ins[k], (int)(eq - ins[k]), ins[k]);
 		const char *path = i >= 0 ? eq + 1 : ins[k];
 		if (i < 0) {
 			while (next < g->n_inputs && I->src_of[next] >= 0)
@@ -168,6 +196,10 @@ static int bind_sinks(struct infer *I, char **outs, int n_outs,
 	for (int j = 0; j < n_outs; j++) {
 		const char *eq = strchr(outs[j], '=');
 		int k = eq ? output_index(g, outs[j], (size_t)(eq - outs[j])) : -1;
+		if (k < 0 && eq && is_word(outs[j], eq))
+			return dl_error_set(err, DL_EINPUT,
+					    "infer: -o %s: the model has no output '%.*s' (outputs: %s)",
+					    outs[j], (int)(eq - outs[j]), outs[j], output_list(g));
 		if (k < 0) {
 			if (all >= 0 || j > 0)
 				return dl_error_set(err, DL_EINPUT,
