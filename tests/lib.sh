@@ -195,22 +195,22 @@ expect_one_error_line() {
 
 # le_bytes N COUNT: N as COUNT little-endian bytes (N < 2^31)
 le_bytes() {
-	_n=$1
-	_i=0
-	_fmt=
-	while [ "$_i" -lt "$2" ]; do
-		_fmt="$_fmt\\$(printf '%03o' $((_n % 256)))"
-		_n=$((_n / 256))
-		_i=$((_i + 1))
+	_lb_n=$1
+	_lb_i=0
+	_lb_fmt=
+	while [ "$_lb_i" -lt "$2" ]; do
+		_lb_fmt="$_lb_fmt\\$(printf '%03o' $((_lb_n % 256)))"
+		_lb_n=$((_lb_n / 256))
+		_lb_i=$((_lb_i + 1))
 	done
-	printf "$_fmt"
+	printf "$_lb_fmt"
 }
 
 # f4 VALUE...: the float32 little-endian bytes of each VALUE, which must be
 # one of the exactly representable values of the table below
 f4() {
-	for _v in "$@"; do
-		case $_v in
+	for _f4_v in "$@"; do
+		case $_f4_v in
 		0) printf '\000\000\000\000' ;;
 		0.25) printf '\000\000\200\076' ;;
 		0.5) printf '\000\000\000\077' ;;
@@ -226,7 +226,7 @@ f4() {
 		-2) printf '\000\000\000\300' ;;
 		-3) printf '\000\000\100\300' ;;
 		*)
-			echo "f4: no bytes for $_v" >&2
+			echo "f4: no bytes for $_f4_v" >&2
 			return 1
 			;;
 		esac
@@ -235,10 +235,10 @@ f4() {
 
 # spaces N: N spaces
 spaces() {
-	_k=0
-	while [ "$_k" -lt "$1" ]; do
+	_sp_k=0
+	while [ "$_sp_k" -lt "$1" ]; do
 		printf ' '
-		_k=$((_k + 1))
+		_sp_k=$((_sp_k + 1))
 	done
 }
 
@@ -247,12 +247,12 @@ spaces() {
 # 64 bytes as NumPy does; MAGIC replaces the 6 magic bytes (default
 # \223NUMPY). The data follows it.
 npy_header() {
-	_dict="{'descr': '$1', 'fortran_order': False, 'shape': $2, }"
-	_len=$((${#_dict} + 1))
-	_pad=$(((64 - (10 + _len) % 64) % 64))
+	_nh_dict="{'descr': '$1', 'fortran_order': False, 'shape': $2, }"
+	_nh_len=$((${#_nh_dict} + 1))
+	_nh_pad=$(((64 - (10 + _nh_len) % 64) % 64))
 	printf "${3:-\\223NUMPY}\\001\\000"
-	le_bytes $((_len + _pad)) 2
-	printf '%s%s\n' "$_dict" "$(spaces "$_pad")"
+	le_bytes $((_nh_len + _nh_pad)) 2
+	printf '%s%s\n' "$_nh_dict" "$(spaces "$_nh_pad")"
 }
 
 # npy_f4 SHAPE VALUE...: a float32 .npy array on stdout
@@ -265,9 +265,9 @@ npy_f4() {
 # safetensors JSON: a safetensors header for JSON (padded with spaces to a
 # multiple of 8 bytes, as the format recommends) on stdout; the data follows
 safetensors_header() {
-	_pad=$(((8 - ${#1} % 8) % 8))
-	le_bytes $((${#1} + _pad)) 8
-	printf '%s%s' "$1" "$(spaces "$_pad")"
+	_sh_pad=$(((8 - ${#1} % 8) % 8))
+	le_bytes $((${#1} + _sh_pad)) 8
+	printf '%s%s' "$1" "$(spaces "$_sh_pad")"
 }
 
 # same_bytes A B: the two files are byte-identical (fails with a message)
@@ -277,10 +277,10 @@ same_bytes() {
 
 # only_files DIR NAME...: DIR holds exactly the files NAME... (no temp files)
 only_files() {
-	_d=$1
+	_of_d=$1
 	shift
-	_want=$(for _f in "$@"; do echo "$_f"; done | LC_ALL=C sort)
-	_got=$(cd "$_d" && ls -A | LC_ALL=C sort)
-	[ "$_got" = "$_want" ] ||
-		fail "$_d holds [$(echo $_got)], expected [$(echo $_want)]"
+	_of_want=$(for _of_f in "$@"; do echo "$_of_f"; done | LC_ALL=C sort)
+	_of_got=$(cd "$_of_d" && ls -A | LC_ALL=C sort)
+	[ "$_of_got" = "$_of_want" ] ||
+		fail "$_of_d holds [$(echo $_of_got)], expected [$(echo $_of_want)]"
 }

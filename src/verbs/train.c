@@ -421,10 +421,17 @@ static int setup(struct run *R, struct dl_error *err)
 	if (!c->data)
 		return dl_error_set(err, DL_EINPUT, "train: --data is required (an .npy with --labels, or an .npz with x and y)");
 	int npz = strlen(c->data) > 4 && strcmp(c->data + strlen(c->data) - 4, ".npz") == 0;
-	if (!npz && !c->labels)
-		return dl_error_set(err, DL_EINPUT, "train: --labels is required with an .npy --data");
-	rc = dl_dataset_load(&R->train, c->data, "x", npz && !c->labels ? c->data : c->labels,
-			     "y", ids, g->inputs[0].is_int, err);
+	if (strcmp(c->data, "-") == 0) {
+		if (c->labels)
+			return dl_error_set(err, DL_EINPUT, "train: --data - reads (x, y) pairs from "
+					    "stdin; --labels does not go with it");
+		rc = dl_dataset_load_stream(&R->train, stdin, ids, g->inputs[0].is_int, err);
+	} else {
+		if (!npz && !c->labels)
+			return dl_error_set(err, DL_EINPUT, "train: --labels is required with an .npy --data");
+		rc = dl_dataset_load(&R->train, c->data, "x", npz && !c->labels ? c->data : c->labels,
+				     "y", ids, g->inputs[0].is_int, err);
+	}
 	if (rc)
 		return rc;
 	if (c->val_data) {
@@ -665,7 +672,8 @@ const struct verb verb_train = {
 	"usage: dlrun train MODEL.yaml --data X [--labels Y] [options]\n"
 	"\n"
 	"Data:     --data X.npy --labels Y.npy, or --data D.npz (arrays x and y;\n"
-	"          x_val and y_val, when present, are the validation set)\n"
+	"          x_val and y_val, when present, are the validation set), or\n"
+	"          --data - for (x, y) .npy pairs on stdin, concatenated\n"
 	"          --val-data X --val-labels Y | --val-split F\n"
 	"Loss:     --loss cross_entropy|nll|mse|bce_with_logits  --ignore-index I\n"
 	"Optimizer: --optimizer sgd|adam|adamw (default adam)  --lr LR (1e-3)\n"
