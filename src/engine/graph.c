@@ -53,6 +53,10 @@ void dl_graph_free(struct dl_graph *g)
 	free(g->arena);
 	free(g->ws);
 	free(g->tin);
+	free(g->grad_arena);
+	free(g->saved);
+	free(g->saved_off);
+	free(g->din);
 	for (int i = 0; i < g->n_train; i++) {
 		free(g->train[i].key);
 		free(g->train[i].val);
