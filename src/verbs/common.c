@@ -86,3 +86,13 @@ void verb_usage(const struct verb *v)
 {
 	fputs(v->usage, stdout);
 }
+
+/* Shape inference for verbs that have no data: the model's own sizes, or
+ * --input-shape for symbolic ones. */
+int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
+		      int64_t batch, struct dl_error *err)
+{
+	if (n_specs == 0 && g->n_syms == 0 && batch == 1 && g->shapes_ready)
+		return 0;
+	return dl_model_infer_spec(g, (const char *const *)specs, n_specs, batch, err);
+}

@@ -10,9 +10,6 @@
 #include "model/yamlutil.h"
 #include "verbs/verbs.h"
 
-int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
-		      int64_t batch, struct dl_error *err);
-
 struct check {
 	struct dl_graph *g;
 	float **in;          /* [n_inputs] random inputs */

@@ -8,9 +8,6 @@
 
 #include "verbs/verbs.h"
 
-int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
-		      int64_t batch, struct dl_error *err);
-
 struct totals {
 	int64_t params, macs;
 };

@@ -18,9 +18,6 @@
 #include "train/optim.h"
 #include "verbs/verbs.h"
 
-int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
-		      int64_t batch, struct dl_error *err);
-
 struct cfg {
 	const char *data, *labels, *val_data, *val_labels;
 	double val_split;

@@ -32,6 +32,10 @@ int verb_model_arg(const char *verb, int argc, char **argv,
  * model's default path; a missing default file says how to make one. */
 int verb_load_weights(struct dl_graph *g, const char *wflag,
 		      struct dl_error *err);
+/* Shape inference for verbs that have no data: the model's own sizes with
+ * batch `batch`, and --input-shape NAME=d1,d2,... for symbolic ones. */
+int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
+		      int64_t batch, struct dl_error *err);
 /* Prints the verb's usage to stdout. */
 void verb_usage(const struct verb *v);
 
