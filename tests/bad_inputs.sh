@@ -9,6 +9,7 @@
 #
 # Environment: see tests/lib.sh.
 
+# shellcheck source=tests/lib.sh
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 bad=$srcdir/tests/bad
@@ -339,11 +340,11 @@ bad_cli "missing model file" "no_such_model.yaml" -- \
 	"$tmp/no_such_model.yaml" -w "$nw"
 bad_cli "missing input file" "no_such_input.npy" -- \
 	"$nmodel" -w "$nw" -i "$tmp/no_such_input.npy"
-bad_cli "-i with an unknown input name" "nope" -- \
+bad_cli "-i with an unknown input name" "'nope'" -- \
 	"$nmodel" -w "$nw" -i "nope=$tmp/x3.npy"
 # (dlrun runs in $out, so a file 'nope=y.npy' would show up there)
 no_o=yes
-bad_cli "-o with an unknown output name" "nope" -- \
+bad_cli "-o with an unknown output name" "'nope'" -- \
 	"$nmodel" -w "$nw" -o "nope=y.npy"
 no_o=
 

@@ -10,6 +10,7 @@
 #include <check.h>
 
 #include "check_suites.h"
+#include "engine/gemm.h"
 #include "engine/op.h"
 #include "engine/rng.h"
 #include "io/npy.h"
@@ -569,6 +570,56 @@ START_TEST(test_conv_batch_consistency)
 }
 END_TEST
 
+/* Two threads split the work into units (images, groups, row tiles,
+ * Winograd blocks) with private weight-gradient copies summed at the end:
+ * the results must match one thread's up to summation order. */
+START_TEST(test_conv_threads)
+{
+	const char *hps[] = {
+		"out_channels: 16, kernel_size: 3, padding: 1",                /* Winograd */
+		"out_channels: 6, kernel_size: [3, 2], stride: 2, padding: [[1, 0], [2, 1]]",
+		"out_channels: 16, kernel_size: 3, padding: 1, groups: 16",    /* depthwise */
+		"out_channels: 8, kernel_size: 1",                             /* pointwise */
+		"out_channels: 8, kernel_size: 4, stride: 2, padding: 1",      /* transposed */
+		"out_channels: 8, kernel_size: 1",                             /* transposed 1x1 */
+		"out_channels: 32, kernel_size: 3, padding: 1, groups: 2",     /* Winograd, groups */
+	};
+	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv2d", "conv_transpose2d",
+			     "conv_transpose2d", "conv2d"};
+	int keep = dl_threads();
+	for (int t = 0; t < 7; t++) {
+		struct harness h[2];
+		int64_t d[4] = {3, 16, 21, 18};
+		struct dl_shape xs = dl_shape_make(4, d);
+		for (int k = 0; k < 2; k++) {
+			struct dl_error err = {0};
+			dl_set_threads(k + 1);
+			ck_assert(h_setup(&h[k], ops[t], hps[t], &xs, 0, &err) == 0);
+			struct dl_rng r;
+			dl_rng_seed(&r, 11 + t);
+			for (int64_t i = 0; i < h[k].nx; i++)
+				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int64_t i = 0; i < h[k].ny; i++)
+				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int i = 0; i < h[k].n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
+					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h[k]);
+			h_backward(&h[k]);
+		}
+		ck_assert_msg(rel_err(h[1].y, h[0].y, h[0].ny) < 1e-6, "%s {%s}: y", ops[t], hps[t]);
+		ck_assert_msg(rel_err(h[1].dx, h[0].dx, h[0].nx) < 1e-6, "%s {%s}: dx", ops[t], hps[t]);
+		for (int i = 0; i < h[0].n.n_params; i++)
+			ck_assert_msg(rel_err(h[1].n.params[i].grad, h[0].n.params[i].grad,
+					      dl_shape_numel(&h[0].n.params[i].shape)) < 1e-5,
+				      "%s {%s}: d%s", ops[t], hps[t], h[0].n.params[i].name);
+		h_free(&h[0]);
+		h_free(&h[1]);
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* ---- bad hyperparameters and inputs ---- */
 
 /* Expects infer to fail with DL_EINPUT and a message "test:1:COL: OP: ..."
@@ -676,6 +727,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_batch_norm_modes);
 	tcase_add_test(tc, test_param_init);
 	tcase_add_test(tc, test_conv_batch_consistency);
+	tcase_add_test(tc, test_conv_threads);
 	tcase_add_test(tc, test_errors);
 	suite_add_tcase(s, tc);
 	return s;

@@ -12,7 +12,9 @@
 if [ -z "${DLRUN:-}" ]; then
 	if [ -x ./src/dlrun ]; then DLRUN=./src/dlrun; else DLRUN=../src/dlrun; fi
 fi
+if [ -z "${NPYCMP:-}" ] && [ -x ./tests/npycmp ]; then NPYCMP=./tests/npycmp; fi
 : "${NPYCMP:=}"
+case $NPYCMP in /* | '') ;; *) NPYCMP=$(pwd)/$NPYCMP ;; esac
 # absolute paths, so tests can run dlrun from inside the temporary directory
 case $DLRUN in /*) ;; *) DLRUN=$(pwd)/$DLRUN ;; esac
 srcdir=$(cd "$srcdir" && pwd) || {
@@ -50,6 +52,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Seconds a co-process gets to answer (valgrind is slow).
+# shellcheck disable=SC2034 # used by the scripts that source this file
 if [ "$DLRUN_VALGRIND" = yes ]; then answer_timeout=60; else answer_timeout=10; fi
 
 # ---- TAP ----
@@ -203,6 +206,7 @@ le_bytes() {
 		_lb_n=$((_lb_n / 256))
 		_lb_i=$((_lb_i + 1))
 	done
+	# shellcheck disable=SC2059 # the format is the octal escapes
 	printf "$_lb_fmt"
 }
 
@@ -250,6 +254,7 @@ npy_header() {
 	_nh_dict="{'descr': '$1', 'fortran_order': False, 'shape': $2, }"
 	_nh_len=$((${#_nh_dict} + 1))
 	_nh_pad=$(((64 - (10 + _nh_len) % 64) % 64))
+	# shellcheck disable=SC2059 # the magic is given as octal escapes
 	printf "${3:-\\223NUMPY}\\001\\000"
 	le_bytes $((_nh_len + _nh_pad)) 2
 	printf '%s%s\n' "$_nh_dict" "$(spaces "$_nh_pad")"
@@ -270,9 +275,35 @@ safetensors_header() {
 	printf '%s%s' "$1" "$(spaces "$_sh_pad")"
 }
 
-# same_bytes A B: the two files are byte-identical (fails with a message)
+# same_bytes A B: the two files are byte-identical (fails with a message,
+# and with npycmp's verdict on .npy files when NPYCMP is there)
 same_bytes() {
-	cmp "$1" "$2" >/dev/null 2>&1 || fail "$1 and $2 differ"
+	cmp "$1" "$2" >/dev/null 2>&1 && return 0
+	fail "$1 and $2 differ"
+	if [ -n "$NPYCMP" ] && [ -x "$NPYCMP" ] &&
+		"$NPYCMP" "$1" "$2" 0 >"$tmp/npycmp.out" 2>&1; then :; fi
+	[ -n "$NPYCMP" ] && [ -s "$tmp/npycmp.out" ] &&
+		fail "npycmp $1 $2 0: $(head -n 3 "$tmp/npycmp.out")"
+	rm -f "$tmp/npycmp.out"
+	return 1
+}
+
+# note MESSAGE: a TAP diagnostic that does not fail the test
+note() {
+	printf '# %s\n' "$*"
+}
+
+# close_rows A B RTOL: two text outputs have the same rows and columns, and
+# every value of A is within RTOL of B relative to the largest |value| of B
+close_rows() {
+	awk -v rtol="$3" '
+		NR == FNR { n[FNR] = NF; for (i = 1; i <= NF; i++) { b[FNR, i] = $i
+			v = $i < 0 ? -$i : $i; if (v > big) big = v }; rows = FNR; next }
+		{ if (NF != n[FNR]) bad = 1
+		  for (i = 1; i <= NF; i++) { d = $i - b[FNR, i]; if (d < 0) d = -d
+			if (d > err) err = d } ; got = FNR }
+		END { if (got != rows || bad || err > rtol * (big > 0 ? big : 1)) exit 1 }
+	' "$2" "$1" || { fail "$1 and $2 differ by more than $3 relative"; return 1; }
 }
 
 # only_files DIR NAME...: DIR holds exactly the files NAME... (no temp files)
@@ -280,7 +311,8 @@ only_files() {
 	_of_d=$1
 	shift
 	_of_want=$(for _of_f in "$@"; do echo "$_of_f"; done | LC_ALL=C sort)
+	# shellcheck disable=SC2012 # our own temporary files: plain names
 	_of_got=$(cd "$_of_d" && ls -A | LC_ALL=C sort)
 	[ "$_of_got" = "$_of_want" ] ||
-		fail "$_of_d holds [$(echo $_of_got)], expected [$(echo $_of_want)]"
+		fail "$_of_d holds [$(echo "$_of_got" | tr '\n' ' ')], expected [$(echo "$_of_want" | tr '\n' ' ')]"
 }

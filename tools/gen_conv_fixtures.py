@@ -102,6 +102,16 @@ case("conv2d_depthwise_mult", "conv2d", [2, 3, 9, 7], out_channels=6,
      dilation=[1, 2])
 case("conv2d_groups", "conv2d", [2, 4, 6, 5], out_channels=6, kernel_size=3,
      groups=2, padding=[1, 0])
+case("conv2d_winograd", "conv2d", [2, 16, 7, 9], out_channels=16,
+     kernel_size=3, padding=[[1, 2], [0, 1]])
+case("conv2d_winograd_groups", "conv2d", [1, 32, 6, 5], out_channels=32,
+     kernel_size=3, groups=2, padding=1)
+case("conv2d_winograd_same", "conv2d", [1, 16, 5, 6], out_channels=24,
+     kernel_size=3, padding="same", bias=False)
+case("conv2d_depthwise_dil_pairs", "conv2d", [2, 3, 8, 9], out_channels=3,
+     kernel_size=3, groups=3, dilation=[2, 1], padding=[[2, 0], [0, 3]])
+case("conv2d_depthwise_narrow", "conv2d", [1, 2, 4, 2], out_channels=2,
+     kernel_size=3, groups=2, padding=1)
 case("conv2d_pointwise", "conv2d", [2, 5, 4, 3], out_channels=3,
      kernel_size=1)
 case("conv2d_pointwise_s2", "conv2d", [2, 4, 5, 5], out_channels=3,

@@ -18,6 +18,30 @@ int dl_atomic_open(struct dl_atomic *a, const char *path, struct dl_error *err)
 		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
 	if (!strcmp(path, "-")) {
 		a->f = stdout;
+		a->direct = 1;
+		return 0;
+	}
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		char *real = realpath(path, NULL);
+		if (real) {      /* replace the file the link points to */
+			free(a->path);
+			a->path = real;
+			path = real;
+		}
+	}
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		if (S_ISDIR(st.st_mode)) {
+			dl_atomic_abort(a);
+			return dl_error_set(err, DL_EINPUT, "%s: is a directory; name a file", path);
+		}
+		a->f = fopen(path, "wb");
+		if (!a->f) {
+			int e = errno;
+			dl_atomic_abort(a);
+			return dl_error_set(err, DL_EINPUT, "%s: cannot write: %s", path, strerror(e));
+		}
+		a->direct = 1;
 		return 0;
 	}
 	size_t n = strlen(path);
@@ -43,7 +67,6 @@ int dl_atomic_open(struct dl_atomic *a, const char *path, struct dl_error *err)
 	}
 	/* mkstemp makes the file 0600; give it the mode a plain fopen would,
 	 * or keep the mode of the file being replaced */
-	struct stat st;
 	mode_t mode;
 	if (stat(path, &st) == 0) {
 		mode = st.st_mode & 07777;
@@ -69,10 +92,13 @@ int dl_atomic_commit(struct dl_atomic *a, struct dl_error *err)
 	if (!a->f)
 		return dl_error_set(err, DL_ERUN, "%s: internal error: not open",
 				    a->path ? a->path : "?");
-	if (!a->tmp) {  /* stdout: flush, and keep it open */
+	if (a->direct) {  /* stdout (kept open), a FIFO or a device */
 		if (fflush(a->f) != 0 || ferror(a->f))
 			rc = dl_error_set(err, DL_ERUN, "%s: write error: %s",
-					  "stdout", strerror(errno));
+					  a->f == stdout ? "stdout" : a->path, strerror(errno));
+		if (a->f != stdout && fclose(a->f) != 0 && rc == 0)
+			rc = dl_error_set(err, DL_ERUN, "%s: write error: %s", a->path,
+					  strerror(errno));
 		a->f = NULL;
 		dl_atomic_abort(a);
 		return rc;

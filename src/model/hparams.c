@@ -142,9 +142,20 @@ static int check_int(struct reader *r, const yaml_node_t *y, int64_t v)
 	return 0;
 }
 
+/* A number written in quotes is a string in YAML: say so. */
+static int quoted_number(const yaml_node_t *y)
+{
+	double f;
+	return y->type == YAML_SCALAR_NODE && !plain(y) &&
+	       dl_parse_float(text(y), &f) == 0;
+}
+
 static int read_int(struct reader *r, const yaml_node_t *y, int64_t *out)
 {
 	const struct dl_hp_desc *d = &r->n->op->hp[r->i];
+	if (quoted_number(y))
+		return at(r, y, "%s is quoted ('%s'), which makes it a string; "
+			  "write the number without quotes", d->name, text(y));
 	if (dl_yaml_int(y, out) != 0)
 		return at(r, y, "%s must be a decimal integer, got %s%s%s",
 			  d->name, y->type == YAML_SCALAR_NODE ? "'" : "",
@@ -156,6 +167,9 @@ static int read_int(struct reader *r, const yaml_node_t *y, int64_t *out)
 static int read_float(struct reader *r, const yaml_node_t *y, double *out)
 {
 	const struct dl_hp_desc *d = &r->n->op->hp[r->i];
+	if (quoted_number(y))
+		return at(r, y, "%s is quoted ('%s'), which makes it a string; "
+			  "write the number without quotes", d->name, text(y));
 	if (dl_yaml_float(y, out) != 0)
 		return at(r, y, "%s must be a number, got %s%s%s", d->name,
 			  y->type == YAML_SCALAR_NODE ? "'" : "",

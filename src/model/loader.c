@@ -72,7 +72,7 @@ static int seq_len(const yaml_node_t *y)
 	return (int)(y->data.sequence.items.top - y->data.sequence.items.start);
 }
 
-/* An identifier: letters, digits, '_' and '.', not starting with a digit. */
+/* A name: letters, digits, '_' and '-', not starting with a digit. */
 static int is_ident(const char *s)
 {
 	if (!s || !*s || (*s >= '0' && *s <= '9'))
@@ -453,8 +453,8 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 	if (name_node) {
 		const char *nm = str(name_node);
 		if (!is_ident(nm))
-			return lerr(L, name_node, "name must be a word of letters, digits "
-				    "and '_' (not starting with a digit)");
+			return lerr(L, name_node, "name must be a word of letters, digits, "
+				    "'_' and '-' (not starting with a digit)");
 		snprintf(own, sizeof own, "%s", nm);
 	} else {
 		snprintf(own, sizeof own, "%d", index);
@@ -589,7 +589,8 @@ static int parse_inputs(struct loader *L, yaml_node_t *inputs)
 		yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
 		struct dl_input_spec *s = &g->inputs[i];
 		if (!is_ident(str(k)))
-			return lerr(L, k, "input names are words of letters, digits and '_'");
+			return lerr(L, k, "input names are words of letters, digits, '_' and '-' "
+				    "(not starting with a digit)");
 		for (int j = 0; j < i; j++)
 			if (strcmp(g->inputs[j].name, str(k)) == 0)
 				return lerr(L, k, "input '%s' is defined twice", str(k));

@@ -329,6 +329,12 @@ static int softmax_infer(struct dl_node *n, const struct dl_shape *in,
 			"dim %lld is out of range for the input %s (dims count the batch dimension: %d to %d)",
 			(long long)n->hp[0].i, dl_shape_str(&in[0], s, sizeof s),
 			-in[0].ndim, in[0].ndim - 1);
+	/* over the batch, results would depend on how samples are chunked */
+	if (dl_dim_index(n->hp[0].i, in[0].ndim) == 0)
+		return dl_node_error(err, n, 0,
+			"dim %lld is the batch dimension; normalise over a dimension of "
+			"each sample (1 to %d, or negative)", (long long)n->hp[0].i,
+			in[0].ndim - 1);
 	return act_infer(n, in, out, err);
 }
 

@@ -13,6 +13,19 @@
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 #include <cblas.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
+ * picked when the program loads (GCC's target_clones); `omp simd` lets
+ * them vectorise without -O3 or -ffast-math. Elsewhere: plain C. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+	defined(__x86_64__) && defined(__linux__)
+#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DL_CLONES
+#endif
 
 /* ---- hyperparameters (PyTorch's constructor names and defaults) ---- */
 
@@ -270,7 +283,31 @@ static int pointwise(const struct geom *g)
 
 /* ---- im2col and col2im ---- */
 
-/* The range of output columns ow in [0, OW) whose input column
+/* An image [C, H, W] seen through kh x kw windows placed at the cells of a
+ * grid [OH, OW]: cell (oh, ow), tap (i, j) reads image cell
+ * (oh sh - ph + i dh, ow sw - pw + j dw). For a convolution the image is
+ * the input and the grid the output; for a transposed one the image is
+ * the output and the grid the input. */
+struct win {
+	int64_t C, H, W, OH, OW;
+	int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+static struct win conv_win(const struct geom *g)
+{
+	struct win w = {g->C / g->G, g->H, g->W, g->OH, g->OW, g->kh, g->kw,
+			g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
+	return w;
+}
+
+static struct win convt_win(const struct geom *g)
+{
+	struct win w = {g->OC / g->G, g->OH, g->OW, g->H, g->W, g->kh, g->kw,
+			g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
+	return w;
+}
+
+/* The range of grid columns ow in [0, OW) whose image column
  * ow * s + off falls inside [0, W). */
 static void col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
 		      int64_t *lo, int64_t *hi)
@@ -285,67 +322,63 @@ static void col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
 	*hi = h + 1 > l ? h + 1 : l;
 }
 
-/* col[(c kh + i) kw + j, oh OW + ow] = img[c, oh sh - ph + i dh,
- * ow sw - pw + j dw] (0 outside): img [C, H, W], col [C kh kw, OH OW]. */
-static void im2col(float *col, const float *img, int64_t C, int64_t H,
-		   int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t kw,
-		   int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
-		   int64_t dw)
+/* Grid rows [oh0, oh1) of the columns: col [C kh kw, (oh1 - oh0) OW],
+ * col[(c kh + i) kw + j, (oh - oh0) OW + ow] = img[c, oh sh - ph + i dh,
+ * ow sw - pw + j dw], 0 outside the image. */
+DL_CLONES static void im2col(float *restrict col, const float *restrict img,
+		   const struct win *w, int64_t oh0, int64_t oh1)
 {
-	int64_t rows = C * kh * kw;
-	#pragma omp parallel for schedule(static) if (rows * OH * OW > 32768)
+	int64_t rows = w->C * w->kh * w->kw, cols = (oh1 - oh0) * w->OW;
 	for (int64_t r = 0; r < rows; r++) {
-		int64_t c = r / (kh * kw), i = r / kw % kh, j = r % kw;
-		const float *plane = img + c * H * W;
-		float *dst = col + r * OH * OW;
-		int64_t off = j * dw - pw, lo, hi;
-		col_range(OW, W, sw, off, &lo, &hi);
-		for (int64_t oh = 0; oh < OH; oh++, dst += OW) {
-			int64_t ih = oh * sh - ph + i * dh;
-			if (ih < 0 || ih >= H) {
-				memset(dst, 0, (size_t)OW * sizeof *dst);
+		int64_t c = r / (w->kh * w->kw), i = r / w->kw % w->kh, j = r % w->kw;
+		const float *plane = img + c * w->H * w->W;
+		float *dst = col + r * cols;
+		int64_t off = j * w->dw - w->pw, lo, hi;
+		col_range(w->OW, w->W, w->sw, off, &lo, &hi);
+		for (int64_t oh = oh0; oh < oh1; oh++, dst += w->OW) {
+			int64_t ih = oh * w->sh - w->ph + i * w->dh;
+			if (ih < 0 || ih >= w->H) {
+				memset(dst, 0, (size_t)w->OW * sizeof *dst);
 				continue;
 			}
-			const float *src = plane + ih * W + off;
+			const float *src = plane + ih * w->W + off;
 			for (int64_t ow = 0; ow < lo; ow++)
 				dst[ow] = 0.0f;
-			if (sw == 1)
+			if (w->sw == 1)
 				memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof *dst);
 			else
 				for (int64_t ow = lo; ow < hi; ow++)
-					dst[ow] = src[ow * sw];
-			for (int64_t ow = hi; ow < OW; ow++)
+					dst[ow] = src[ow * w->sw];
+			for (int64_t ow = hi; ow < w->OW; ow++)
 				dst[ow] = 0.0f;
 		}
 	}
 }
 
-/* The adjoint of im2col: img += col scattered back (cells outside the
- * image dropped). Parallel over channels, whose planes are disjoint. */
-static void col2im(float *img, const float *col, int64_t C, int64_t H,
-		   int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t kw,
-		   int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
-		   int64_t dw)
+/* The adjoint of im2col over the whole grid: img += col scattered back
+ * (taps outside the image dropped). */
+DL_CLONES static void col2im(float *restrict img, const float *restrict col,
+		   const struct win *w)
 {
-	#pragma omp parallel for schedule(static) if (C * kh * kw * OH * OW > 32768)
-	for (int64_t c = 0; c < C; c++) {
-		float *plane = img + c * H * W;
-		for (int64_t i = 0; i < kh; i++)
-			for (int64_t j = 0; j < kw; j++) {
-				const float *src = col + ((c * kh + i) * kw + j) * OH * OW;
-				int64_t off = j * dw - pw, lo, hi;
-				col_range(OW, W, sw, off, &lo, &hi);
-				for (int64_t oh = 0; oh < OH; oh++, src += OW) {
-					int64_t ih = oh * sh - ph + i * dh;
-					if (ih < 0 || ih >= H)
+	int64_t cols = w->OH * w->OW;
+	for (int64_t c = 0; c < w->C; c++) {
+		float *plane = img + c * w->H * w->W;
+		for (int64_t i = 0; i < w->kh; i++)
+			for (int64_t j = 0; j < w->kw; j++) {
+				const float *src = col + ((c * w->kh + i) * w->kw + j) * cols;
+				int64_t off = j * w->dw - w->pw, lo, hi;
+				col_range(w->OW, w->W, w->sw, off, &lo, &hi);
+				for (int64_t oh = 0; oh < w->OH; oh++, src += w->OW) {
+					int64_t ih = oh * w->sh - w->ph + i * w->dh;
+					if (ih < 0 || ih >= w->H)
 						continue;
-					float *dst = plane + ih * W + off;
-					if (sw == 1)
+					float *dst = plane + ih * w->W + off;
+					if (w->sw == 1)
 						for (int64_t ow = lo; ow < hi; ow++)
 							dst[ow] += src[ow];
 					else
 						for (int64_t ow = lo; ow < hi; ow++)
-							dst[ow * sw] += src[ow];
+							dst[ow * w->sw] += src[ow];
 				}
 			}
 	}
@@ -354,15 +387,17 @@ static void col2im(float *img, const float *col, int64_t C, int64_t H,
 /* ---- depthwise kernels ---- */
 
 /* One output plane of a depthwise convolution: y [OH, OW] = b + the
- * kh x kw kernel w slid over x [H, W]. Row-wise axpys, so the inner loop
- * runs over contiguous output cells. */
-static void dw_plane_forward(float *restrict y, const float *restrict x,
-			     const float *restrict w, float b,
-			     const struct geom *g)
+ * kh x kw kernel w slid over x [H, W]. Row-wise: each tap adds w * x to a
+ * whole output row (clipped at the edges), vectorised over the columns. */
+DL_CLONES static void dw_plane_forward(float *restrict y, const float *restrict x,
+				       const float *restrict w, float b,
+				       const struct geom *g)
 {
+	int64_t sw = g->sw, OW = g->OW;
 	for (int64_t oh = 0; oh < g->OH; oh++) {
-		float *restrict yr = y + oh * g->OW;
-		for (int64_t ow = 0; ow < g->OW; ow++)
+		float *restrict yr = y + oh * OW;
+		#pragma omp simd
+		for (int64_t ow = 0; ow < OW; ow++)
 			yr[ow] = b;
 		for (int64_t i = 0; i < g->kh; i++) {
 			int64_t ih = oh * g->sh - g->ph + i * g->dh;
@@ -372,22 +407,75 @@ static void dw_plane_forward(float *restrict y, const float *restrict x,
 			for (int64_t j = 0; j < g->kw; j++) {
 				float wv = w[i * g->kw + j];
 				int64_t off = j * g->dw - g->pw, lo, hi;
-				col_range(g->OW, g->W, g->sw, off, &lo, &hi);
+				col_range(OW, g->W, sw, off, &lo, &hi);
 				const float *restrict xs = xr + off;
-				if (g->sw == 1)
+				if (sw == 1) {
+					#pragma omp simd
 					for (int64_t ow = lo; ow < hi; ow++)
 						yr[ow] += wv * xs[ow];
-				else
+				} else {
+					#pragma omp simd
 					for (int64_t ow = lo; ow < hi; ow++)
-						yr[ow] += wv * xs[ow * g->sw];
+						yr[ow] += wv * xs[ow * sw];
+				}
 			}
+		}
+	}
+}
+
+/* The same for the common 3x3 kernel with unit stride and column
+ * dilation: all nine taps in one pass over each output row. Rows outside
+ * the input take weight 0 (reading a valid row instead); the columns
+ * whose taps leave the input are redone tap by tap. */
+DL_CLONES static void dw3x3_plane_forward(float *restrict y,
+					  const float *restrict x,
+					  const float *restrict w, float b,
+					  const struct geom *g)
+{
+	int64_t W = g->W, OW = g->OW, pw = g->pw;
+	/* interior columns: ow - pw >= 0 and ow - pw + 2 <= W - 1 */
+	int64_t lo = pw, hi = W - 2 + pw;
+	if (hi > OW)
+		hi = OW;
+	if (lo > hi)
+		lo = hi;
+	for (int64_t oh = 0; oh < g->OH; oh++) {
+		float *restrict yr = y + oh * OW;
+		const float *r[3];
+		float k[9];
+		for (int i = 0; i < 3; i++) {
+			int64_t ih = oh * g->sh - g->ph + i * g->dh;
+			int in = ih >= 0 && ih < g->H;
+			r[i] = x + (in ? ih : 0) * W - pw;
+			for (int j = 0; j < 3; j++)
+				k[3 * i + j] = in ? w[3 * i + j] : 0.0f;
+		}
+		const float *restrict r0 = r[0], *restrict r1 = r[1], *restrict r2 = r[2];
+		#pragma omp simd
+		for (int64_t ow = lo; ow < hi; ow++)
+			yr[ow] = b + k[0] * r0[ow] + k[1] * r0[ow + 1] + k[2] * r0[ow + 2]
+				   + k[3] * r1[ow] + k[4] * r1[ow + 1] + k[5] * r1[ow + 2]
+				   + k[6] * r2[ow] + k[7] * r2[ow + 1] + k[8] * r2[ow + 2];
+		for (int64_t ow = 0; ow < OW; ow++) {
+			if (ow == lo)
+				ow = hi > lo ? hi : lo;
+			if (ow >= OW)
+				break;
+			float acc = b;
+			for (int j = 0; j < 3; j++) {
+				int64_t iw = ow - pw + j;
+				if (iw < 0 || iw >= W)
+					continue;
+				acc += k[j] * r0[ow + j] + k[3 + j] * r1[ow + j] + k[6 + j] * r2[ow + j];
+			}
+			yr[ow] = acc;
 		}
 	}
 }
 
 /* dx [H, W] += the kernel's transpose applied to dy [OH, OW]; dw [kh kw]
  * += correlation of dy with x. Either may be NULL. */
-static void dw_plane_backward(float *restrict dx, float *restrict dw,
+DL_CLONES static void dw_plane_backward(float *restrict dx, float *restrict dw,
 			      const float *restrict dy, const float *restrict x,
 			      const float *restrict w, const struct geom *g)
 {
@@ -403,22 +491,23 @@ static void dw_plane_backward(float *restrict dx, float *restrict dw,
 				if (dx) {
 					float wv = w[i * g->kw + j];
 					float *restrict dxs = dx + ih * g->W + off;
-					if (g->sw == 1)
+					int64_t sw = g->sw;
+					if (sw == 1) {
+						#pragma omp simd
 						for (int64_t ow = lo; ow < hi; ow++)
 							dxs[ow] += wv * dyr[ow];
-					else
+					} else {
 						for (int64_t ow = lo; ow < hi; ow++)
-							dxs[ow * g->sw] += wv * dyr[ow];
+							dxs[ow * sw] += wv * dyr[ow];
+					}
 				}
 				if (dw) {
 					const float *restrict xs = x + ih * g->W + off;
 					float acc = 0.0f;
-					if (g->sw == 1)
-						for (int64_t ow = lo; ow < hi; ow++)
-							acc += dyr[ow] * xs[ow];
-					else
-						for (int64_t ow = lo; ow < hi; ow++)
-							acc += dyr[ow] * xs[ow * g->sw];
+					int64_t sw = g->sw;
+					#pragma omp simd reduction(+:acc)
+					for (int64_t ow = lo; ow < hi; ow++)
+						acc += dyr[ow] * xs[ow * sw];
 					dw[i * g->kw + j] += acc;
 				}
 			}
@@ -433,12 +522,17 @@ static void depthwise_forward(float *y, const float *x, const float *w,
 {
 	int64_t mult = g->OC / g->C, planes = g->N * g->OC;
 	int64_t in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	int fast3 = g->kh == 3 && g->kw == 3 && g->sw == 1 && g->dw == 1;
 	#pragma omp parallel for schedule(static) if (planes * out_plane > 16384)
 	for (int64_t p = 0; p < planes; p++) {
 		int64_t nn = p / g->OC, oc = p % g->OC;
-		dw_plane_forward(y + p * out_plane,
-				 x + (nn * g->C + oc / mult) * in_plane,
-				 w + oc * g->kh * g->kw, b ? b[oc] : 0.0f, g);
+		float *yp = y + p * out_plane;
+		const float *xp = x + (nn * g->C + oc / mult) * in_plane;
+		const float *wp = w + oc * g->kh * g->kw;
+		if (fast3)
+			dw3x3_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
+		else
+			dw_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
 	}
 }
 
@@ -470,23 +564,324 @@ static void depthwise_backward(float *dx, float *dw, float *db,
 
 /* ---- GEMM-lowered kernels ---- */
 
-/* y [N, OC, P] += b[oc] */
-static void add_bias(float *y, const float *b, int64_t N, int64_t OC, int64_t P)
+/* Threads: the work is cut into units (image x group, or finer), shared by
+ * OpenMP threads that each run their GEMMs with BLAS single-threaded.
+ * Debian's OpenBLAS is the pthreads build: its threads and OpenMP's (which
+ * spin for a while when idle) would otherwise take turns on the same cores
+ * between every im2col and GEMM, several times slower on two cores. With
+ * fewer units than threads the units run in turn, BLAS threaded. */
+static int blas_serial_begin(int nt)
 {
-	#pragma omp parallel for schedule(static) if (N * OC * P > 65536)
-	for (int64_t r = 0; r < N * OC; r++) {
-		float bv = b[r % OC];
-		float *yr = y + r * P;
-		for (int64_t q = 0; q < P; q++)
-			yr[q] += bv;
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+	if (nt > 1) {
+		int t = openblas_get_num_threads();
+		if (t != 1)
+			openblas_set_num_threads(1);
+		return t;
+	}
+#endif
+	(void)nt;
+	return 1;
+}
+
+static void blas_serial_end(int saved)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+	if (saved != 1)
+		openblas_set_num_threads(saved);
+#endif
+	(void)saved;
+}
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+	return omp_get_thread_num();
+#else
+	return 0;
+#endif
+}
+
+/* Floats of im2col columns per forward tile: a tile of output rows whose
+ * columns stay in L2 between im2col and the GEMM that reads them. */
+#define TILE_FLOATS ((int64_t)48 * 1024)
+
+/* Output rows per forward tile of a convolution with K rows of columns. */
+#include <stdlib.h>
+static int64_t tile_rows(const struct geom *g, int64_t K)
+{
+	int64_t tf = getenv("DLTILE") ? atoll(getenv("DLTILE")) : TILE_FLOATS;
+	int64_t r = tf / (K * g->OW);
+	if (r < 1)
+		r = 1;
+	return r > g->OH ? g->OH : r;
+}
+
+/* ---- Winograd F(2x2, 3x3) ---- */
+
+/* 3x3 convolutions with unit stride and dilation run as Winograd's
+ * F(2x2, 3x3): each 2x2 output tile is A^T [(G w G^T) . (B^T d B)] A with d
+ * the 4x4 input patch, so the products become 16 GEMMs with 2.25 times
+ * fewer multiply-adds than im2col's. The transforms only add and halve,
+ * so results stay within a few float32 ulps of the direct sum. Worth it
+ * when the GEMMs are big enough: at least 16 channels in and out. */
+static int winograd(const struct geom *g)
+{
+	return !g->transposed && g->kh == 3 && g->kw == 3 && g->sh == 1 &&
+	       g->sw == 1 && g->dh == 1 && g->dw == 1 && cin_g(g) >= 16 &&
+	       cout_g(g) >= 16 && !depthwise(g);
+}
+
+/* Tiles of the output: TH x TW tiles of 2x2, processed in blocks of whole
+ * tile rows, about WINO_TILES tiles to a block. */
+#define WINO_TILES 64
+
+struct wino {
+	int64_t TH, TW, rows, T;   /* tile rows per block, tiles per block */
+};
+
+static struct wino wino_plan(const struct geom *g)
+{
+	struct wino p;
+	p.TH = (g->OH + 1) / 2;
+	p.TW = (g->OW + 1) / 2;
+	p.rows = (getenv("DLWT") ? atoll(getenv("DLWT")) : WINO_TILES) / p.TW;
+	if (p.rows < 1)
+		p.rows = 1;
+	if (p.rows > p.TH)
+		p.rows = p.TH;
+	p.T = p.rows * p.TW;
+	return p;
+}
+
+/* Per thread: V [16, Cg, T], M [16, OCg, T], 4 zero-padded input rows and
+ * 2 output rows. */
+static int64_t wino_slot(const struct geom *g)
+{
+	struct wino p = wino_plan(g);
+	return 16 * (cin_g(g) + cout_g(g)) * p.T + 4 * (2 * p.TW + 2) + 2 * 2 * p.TW;
+}
+
+/* U [16, OC, Cg] = G w G^T for every (oc, c): shared by the threads. */
+static int64_t shared_floats(const struct geom *g)
+{
+	return winograd(g) ? 16 * g->OC * cin_g(g) : 0;
+}
+
+/* Scratch floats per thread: forward im2col tiles (or Winograd blocks),
+ * backward whole-image columns plus a private weight gradient, reduced at
+ * the end. */
+static int64_t slot_floats(const struct geom *g)
+{
+	int64_t Cg = cin_g(g), OCg = cout_g(g), kk = g->kh * g->kw;
+	int64_t wsize = g->OC * Cg * kk;   /* = C * OCg * kk when transposed */
+	if (depthwise(g))
+		return 0;
+	if (g->transposed) {
+		int64_t K = OCg * kk;
+		return pointwise(g) ? wsize : K * g->H * g->W + wsize;
+	}
+	if (pointwise(g))
+		return wsize;
+	int64_t K = Cg * kk, fwd = K * tile_rows(g, K) * g->OW;
+	if (winograd(g))
+		fwd = wino_slot(g);
+	int64_t bwd = K * g->OH * g->OW + wsize;
+	return fwd > bwd ? fwd : bwd;
+}
+
+/* Threads the planned scratch allows for. */
+static int threads_for(const struct dl_node *n, const struct geom *g)
+{
+	int nt = dl_threads();
+	int64_t slot = slot_floats(g);
+	if (slot > 0) {
+		int64_t fit = ((int64_t)(n->ws_bytes / sizeof(float)) - shared_floats(g)) / slot;
+		if (fit < nt)
+			nt = fit < 1 ? 1 : (int)fit;
+	}
+	return nt;
+}
+
+/* U[xi, oc, c] = (G w[oc, c] G^T)[xi], G = [1 0 0; 1/2 1/2 1/2;
+ * 1/2 -1/2 1/2; 0 0 1]: w [OC, Cg, 3, 3], U [16, OC, Cg]. */
+static void wino_weights(float *U, const float *w, int64_t OC, int64_t Cg, int nt)
+{
+	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+	for (int64_t oc = 0; oc < OC; oc++)
+		for (int64_t c = 0; c < Cg; c++) {
+			const float *k = w + (oc * Cg + c) * 9;
+			float t[4][3], u[16];
+			for (int j = 0; j < 3; j++) {
+				t[0][j] = k[j];
+				t[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
+				t[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
+				t[3][j] = k[6 + j];
+			}
+			for (int i = 0; i < 4; i++) {
+				u[4 * i] = t[i][0];
+				u[4 * i + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+				u[4 * i + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+				u[4 * i + 3] = t[i][2];
+			}
+			for (int xi = 0; xi < 16; xi++)
+				U[(xi * OC + oc) * Cg + c] = u[xi];
+		}
+}
+
+/* V[xi, c, t] = (B^T d B)[xi] for the 4x4 input patch d of each tile t of
+ * tile rows [th0, th1), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
+ * x [Cg, H, W] (one image and group), V [16, Cg, T]. pad: 4 rows of
+ * 2 TW + 2 floats of scratch. */
+DL_CLONES static void wino_input(float *restrict V, float *restrict pad,
+				 const float *restrict x, const struct geom *g,
+				 const struct wino *p, int64_t th0, int64_t th1)
+{
+	int64_t Cg = cin_g(g), TW = p->TW, L = 2 * TW + 2, T = p->T;
+	for (int64_t c = 0; c < Cg; c++) {
+		const float *xc = x + c * g->H * g->W;
+		for (int64_t th = th0; th < th1; th++) {
+			for (int r = 0; r < 4; r++) {
+				int64_t ih = 2 * th - g->ph + r;
+				float *pr = pad + r * L;
+				if (ih < 0 || ih >= g->H) {
+					memset(pr, 0, (size_t)L * sizeof *pr);
+					continue;
+				}
+				const float *xr = xc + ih * g->W;
+				int64_t W = g->W, pw = g->pw;
+				#pragma omp simd
+				for (int64_t k = 0; k < L; k++) {
+					int64_t iw = k - pw;
+					pr[k] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
+				}
+			}
+			const float *restrict p0 = pad, *restrict p1 = pad + L;
+			const float *restrict p2 = pad + 2 * L, *restrict p3 = pad + 3 * L;
+			float *restrict v = V + c * T + (th - th0) * TW;
+			int64_t cs = Cg * T;   /* stride between the 16 matrices */
+			#pragma omp simd
+			for (int64_t tw = 0; tw < TW; tw++) {
+				int64_t k = 2 * tw;
+				/* rows of B^T d */
+				float a0 = p0[k] - p2[k], a1 = p0[k + 1] - p2[k + 1];
+				float a2 = p0[k + 2] - p2[k + 2], a3 = p0[k + 3] - p2[k + 3];
+				float b0 = p1[k] + p2[k], b1 = p1[k + 1] + p2[k + 1];
+				float b2 = p1[k + 2] + p2[k + 2], b3 = p1[k + 3] + p2[k + 3];
+				float c0 = p2[k] - p1[k], c1 = p2[k + 1] - p1[k + 1];
+				float c2 = p2[k + 2] - p1[k + 2], c3 = p2[k + 3] - p1[k + 3];
+				float d0 = p1[k] - p3[k], d1 = p1[k + 1] - p3[k + 1];
+				float d2 = p1[k + 2] - p3[k + 2], d3 = p1[k + 3] - p3[k + 3];
+				/* times B */
+				v[0 * cs + tw] = a0 - a2;
+				v[1 * cs + tw] = a1 + a2;
+				v[2 * cs + tw] = a2 - a1;
+				v[3 * cs + tw] = a1 - a3;
+				v[4 * cs + tw] = b0 - b2;
+				v[5 * cs + tw] = b1 + b2;
+				v[6 * cs + tw] = b2 - b1;
+				v[7 * cs + tw] = b1 - b3;
+				v[8 * cs + tw] = c0 - c2;
+				v[9 * cs + tw] = c1 + c2;
+				v[10 * cs + tw] = c2 - c1;
+				v[11 * cs + tw] = c1 - c3;
+				v[12 * cs + tw] = d0 - d2;
+				v[13 * cs + tw] = d1 + d2;
+				v[14 * cs + tw] = d2 - d1;
+				v[15 * cs + tw] = d1 - d3;
+			}
+		}
+	}
+}
+
+/* y tiles of tile rows [th0, th1) = A^T m A + b, A^T = [1 1 1 0;
+ * 0 1 -1 -1], from M [16, OCg, T]: y [OCg, OH, OW] (one image and group),
+ * b [OCg] or NULL. out: 2 rows of 2 TW floats of scratch. */
+DL_CLONES static void wino_output(float *restrict y, float *restrict out,
+				  const float *restrict M, const float *b,
+				  const struct geom *g, const struct wino *p,
+				  int64_t th0, int64_t th1)
+{
+	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
+	int64_t cs = OCg * T;
+	for (int64_t o = 0; o < OCg; o++) {
+		float bv = b ? b[o] : 0.0f;
+		for (int64_t th = th0; th < th1; th++) {
+			const float *restrict m = M + o * T + (th - th0) * TW;
+			float *restrict o0 = out, *restrict o1 = out + 2 * TW;
+			#pragma omp simd
+			for (int64_t tw = 0; tw < TW; tw++) {
+				float s0[4], s1[4];
+				for (int k = 0; k < 4; k++) {
+					float m0 = m[(0 + k) * cs + tw], m1 = m[(4 + k) * cs + tw];
+					float m2 = m[(8 + k) * cs + tw], m3 = m[(12 + k) * cs + tw];
+					s0[k] = m0 + m1 + m2;
+					s1[k] = m1 - m2 - m3;
+				}
+				o0[2 * tw] = s0[0] + s0[1] + s0[2] + bv;
+				o0[2 * tw + 1] = s0[1] - s0[2] - s0[3] + bv;
+				o1[2 * tw] = s1[0] + s1[1] + s1[2] + bv;
+				o1[2 * tw + 1] = s1[1] - s1[2] - s1[3] + bv;
+			}
+			int64_t oh = 2 * th;
+			float *yo = y + (o * g->OH + oh) * OW;
+			memcpy(yo, o0, (size_t)OW * sizeof *yo);
+			if (oh + 1 < g->OH)
+				memcpy(yo + OW, o1, (size_t)OW * sizeof *yo);
+		}
+	}
+}
+
+/* The forward convolution by Winograd. Units: image x group x block of
+ * tile rows, on nt threads, each with its slot of ws; U after the slots. */
+static void wino_forward(float *y, const float *x, const float *w,
+			 const float *b, float *ws, const struct geom *g, int nt)
+{
+	struct wino p = wino_plan(g);
+	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
+	int64_t blocks = (p.TH + p.rows - 1) / p.rows, units = g->N * g->G * blocks;
+	float *U = ws + (int64_t)nt * slot;
+	wino_weights(U, w, g->OC, Cg, nt);
+	if (units < nt)
+		nt = (int)units;
+	int saved = blas_serial_begin(nt);
+	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+	for (int64_t u = 0; u < units; u++) {
+		int64_t nn = u / (g->G * blocks), gi = u / blocks % g->G, bl = u % blocks;
+		int64_t th0 = bl * p.rows, th1 = th0 + p.rows < p.TH ? th0 + p.rows : p.TH;
+		int64_t tiles = (th1 - th0) * p.TW;
+		float *V = ws + thread_id() * slot, *M = V + 16 * Cg * p.T;
+		float *pad = M + 16 * OCg * p.T, *out = pad + 4 * (2 * p.TW + 2);
+		wino_input(V, pad, x + (nn * g->C + gi * Cg) * g->H * g->W, g, &p, th0, th1);
+		for (int xi = 0; xi < 16; xi++)
+			dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
+				 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
+				 V + xi * Cg * p.T, (int)p.T, 0.0f,
+				 M + xi * OCg * p.T, (int)p.T);
+		wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out, M,
+			    b ? b + gi * OCg : NULL, g, &p, th0, th1);
+	}
+	blas_serial_end(saved);
+}
+
+/* y [OCg, cols] (row stride ld) += b per row */
+DL_CLONES static void add_bias_rows(float *y, const float *b, int64_t OCg, int64_t cols,
+			  int64_t ld)
+{
+	for (int64_t o = 0; o < OCg; o++) {
+		float bv = b[o];
+		float *r = y + o * ld;
+		#pragma omp simd
+		for (int64_t q = 0; q < cols; q++)
+			r[q] += bv;
 	}
 }
 
 /* db[oc] += sum over n, p of dy [N, OC, P] */
 static void bias_backward(float *db, const float *dy, int64_t N, int64_t OC,
-			  int64_t P)
+			  int64_t P, int nt)
 {
-	#pragma omp parallel for schedule(static) if (N * OC * P > 65536)
+	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * OC * P > 65536)
 	for (int64_t oc = 0; oc < OC; oc++) {
 		double acc = 0.0;
 		for (int64_t nn = 0; nn < N; nn++) {
@@ -500,130 +895,200 @@ static void bias_backward(float *db, const float *dy, int64_t N, int64_t OC,
 	}
 }
 
-/* y [N, OC, OH, OW] = conv(x [N, C, H, W], w [OC, C/G, kh, kw]) + b;
- * col: [C/G kh kw, OH OW] of scratch (unused for pointwise). */
-static void conv_forward(float *y, const float *x, const float *w,
-			 const float *b, float *col, const struct geom *g)
+/* dw[k] += sum over threads of the private gradients part[t][k] */
+static void reduce_partials(float *dw, const float *part, int64_t slot,
+			    int64_t off, int64_t size, int used, int nt)
 {
+	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && size * used > 65536)
+	for (int64_t k = 0; k < size; k++) {
+		float s = 0.0f;
+		for (int t = 0; t < used; t++)
+			s += part[t * slot + off + k];
+		dw[k] += s;
+	}
+}
+
+/* y [N, OC, OH, OW] = conv(x [N, C, H, W], w [OC, C/G, kh, kw]) + b.
+ * Units: image x group x tile of output rows. ws: nt slots. */
+static void conv_forward(float *y, const float *x, const float *w,
+			 const float *b, float *ws, const struct geom *g, int nt)
+{
+	if (winograd(g)) {
+		wino_forward(y, x, w, b, ws, g, nt);
+		return;
+	}
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W;
-	for (int64_t nn = 0; nn < g->N; nn++)
-		for (int64_t gi = 0; gi < g->G; gi++) {
-			const float *xg = x + (nn * g->C + gi * Cg) * HW;
-			const float *B = xg;
-			if (!pointwise(g)) {
-				im2col(col, xg, Cg, g->H, g->W, g->OH, g->OW, g->kh, g->kw,
-				       g->sh, g->sw, g->ph, g->pw, g->dh, g->dw);
-				B = col;
-			}
-			dl_sgemm(0, 0, (int)OCg, (int)P, (int)K, 1.0f, w + gi * OCg * K,
-				 (int)K, B, (int)P, 0.0f,
-				 y + (nn * g->OC + gi * OCg) * P, (int)P);
+	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
+	int pw1 = pointwise(g);
+	/* pointwise: tiles of columns straight from the input */
+	int64_t rows = pw1 ? (P < 4096 ? g->OH : (4096 + g->OW - 1) / g->OW) : tile_rows(g, K);
+	if (rows > g->OH)
+		rows = g->OH;
+	int64_t tiles = (g->OH + rows - 1) / rows, units = g->N * g->G * tiles;
+	if (units < nt)
+		nt = (int)units;
+	if (nt < 1)
+		return;
+	struct win wn = conv_win(g);
+	int saved = blas_serial_begin(nt);
+	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+	for (int64_t u = 0; u < units; u++) {
+		int64_t nn = u / (g->G * tiles), gi = u / tiles % g->G, t = u % tiles;
+		int64_t oh0 = t * rows, oh1 = oh0 + rows < g->OH ? oh0 + rows : g->OH;
+		int64_t cols = (oh1 - oh0) * g->OW;
+		const float *xg = x + (nn * g->C + gi * Cg) * HW;
+		float *yt = y + (nn * g->OC + gi * OCg) * P + oh0 * g->OW;
+		const float *B = xg + oh0 * g->OW;   /* pointwise: OH = H, OW = W */
+		int64_t ldb = P;
+		if (!pw1) {
+			float *col = ws + thread_id() * slot;
+			im2col(col, xg, &wn, oh0, oh1);
+			B = col;
+			ldb = cols;
 		}
-	if (b)
-		add_bias(y, b, g->N, g->OC, P);
+		dl_sgemm(0, 0, (int)OCg, (int)cols, (int)K, 1.0f, w + gi * OCg * K,
+			 (int)K, B, (int)ldb, 0.0f, yt, (int)P);
+		if (b)
+			add_bias_rows(yt, b + gi * OCg, OCg, cols, P);
+	}
+	blas_serial_end(saved);
 }
 
 /* dx += conv^T(dy), dw += dy (x)^T, db += sum dy; any may be NULL.
- * col: [C/G kh kw, OH OW] of scratch. */
+ * Units: image x group. */
 static void conv_backward(float *dx, float *dw, float *db, const float *dy,
-			  const float *x, const float *w, float *col,
-			  const struct geom *g)
+			  const float *x, const float *w, float *ws,
+			  const struct geom *g, int nt)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W;
+	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
+	int64_t wsize = g->OC * K, units = g->N * g->G;
 	int pw1 = pointwise(g);
+	struct win wn = conv_win(g);
 	if (db)
-		bias_backward(db, dy, g->N, g->OC, P);
-	for (int64_t nn = 0; nn < g->N; nn++)
-		for (int64_t gi = 0; gi < g->G; gi++) {
-			const float *xg = x + (nn * g->C + gi * Cg) * HW;
-			const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
-			const float *wg = w + gi * OCg * K;
-			float *dxg = dx ? dx + (nn * g->C + gi * Cg) * HW : NULL;
-			if (dw) {
-				const float *B = xg;
-				if (!pw1) {
-					im2col(col, xg, Cg, g->H, g->W, g->OH, g->OW, g->kh,
-					       g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw);
-					B = col;
-				}
-				/* dW_g [OCg, K] += dy_g [OCg, P] col^T [P, K] */
-				dl_sgemm(0, 1, (int)OCg, (int)K, (int)P, 1.0f, dyg, (int)P,
-					 B, (int)P, 1.0f, dw + gi * OCg * K, (int)K);
+		bias_backward(db, dy, g->N, g->OC, P, nt);
+	int par = nt > 1 && units >= nt;
+	int used = par ? nt : 1;
+	/* the private weight gradients sit after the columns of each slot */
+	int64_t part_off = pw1 ? 0 : K * P;
+	if (dw && par)
+		for (int t = 0; t < used; t++)
+			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
+	int saved = par ? blas_serial_begin(nt) : 1;
+	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+	for (int64_t u = 0; u < units; u++) {
+		int64_t nn = u / g->G, gi = u % g->G;
+		float *base = ws + (par ? thread_id() : 0) * slot;
+		const float *xg = x + (nn * g->C + gi * Cg) * HW;
+		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
+		const float *wg = w + gi * OCg * K;
+		float *dxg = dx ? dx + (nn * g->C + gi * Cg) * HW : NULL;
+		float *col = base;
+		if (dw) {
+			const float *B = xg;
+			if (!pw1) {
+				im2col(col, xg, &wn, 0, g->OH);
+				B = col;
 			}
-			if (dxg && pw1) {
-				/* dx_g [Cg, HW] += W_g^T [Cg, OCg] dy_g [OCg, HW] */
-				dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
-					 dyg, (int)P, 1.0f, dxg, (int)P);
-			} else if (dxg) {
-				dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
-					 dyg, (int)P, 0.0f, col, (int)P);
-				col2im(dxg, col, Cg, g->H, g->W, g->OH, g->OW, g->kh, g->kw,
-				       g->sh, g->sw, g->ph, g->pw, g->dh, g->dw);
-			}
+			/* dW_g [OCg, K] += dy_g [OCg, P] col^T [P, K] */
+			float *dwg = par ? base + part_off + gi * OCg * K : dw + gi * OCg * K;
+			dl_sgemm(0, 1, (int)OCg, (int)K, (int)P, 1.0f, dyg, (int)P,
+				 B, (int)P, 1.0f, dwg, (int)K);
 		}
+		if (dxg && pw1) {
+			/* dx_g [Cg, HW] += W_g^T [Cg, OCg] dy_g [OCg, HW] */
+			dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
+				 dyg, (int)P, 1.0f, dxg, (int)P);
+		} else if (dxg) {
+			dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
+				 dyg, (int)P, 0.0f, col, (int)P);
+			col2im(dxg, col, &wn);
+		}
+	}
+	blas_serial_end(saved);
+	if (dw && par)
+		reduce_partials(dw, ws, slot, part_off, wsize, used, nt);
 }
 
 /* Transposed: y [N, OC, OH, OW] = conv^T(x [N, C, H, W]) with
- * w [C, OC/G, kh, kw], cropped by (ph, pw) before; col: [OC/G kh kw, H W]. */
+ * w [C, OC/G, kh, kw], cropped by (ph, pw) before. Units: image x group. */
 static void convt_forward(float *y, const float *x, const float *w,
-			  const float *b, float *col, const struct geom *g)
+			  const float *b, float *ws, const struct geom *g, int nt)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = OCg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W;
+	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
+	int64_t units = g->N * g->G;
 	int pw1 = pointwise(g);
-	for (int64_t nn = 0; nn < g->N; nn++)
-		for (int64_t gi = 0; gi < g->G; gi++) {
-			const float *xg = x + (nn * g->C + gi * Cg) * HW;
-			const float *wg = w + gi * Cg * K;
-			float *yg = y + (nn * g->OC + gi * OCg) * P;
-			if (pw1) {
-				/* y_g [OCg, HW] = W_g^T [OCg, Cg] x_g [Cg, HW] */
-				dl_sgemm(1, 0, (int)K, (int)HW, (int)Cg, 1.0f, wg, (int)K,
-					 xg, (int)HW, 0.0f, yg, (int)HW);
-				continue;
-			}
+	int par = nt > 1 && units >= nt;
+	struct win wn = convt_win(g);
+	int saved = par ? blas_serial_begin(nt) : 1;
+	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+	for (int64_t u = 0; u < units; u++) {
+		int64_t nn = u / g->G, gi = u % g->G;
+		const float *xg = x + (nn * g->C + gi * Cg) * HW;
+		const float *wg = w + gi * Cg * K;
+		float *yg = y + (nn * g->OC + gi * OCg) * P;
+		if (pw1) {
+			/* y_g [OCg, HW] = W_g^T [OCg, Cg] x_g [Cg, HW] */
+			dl_sgemm(1, 0, (int)K, (int)HW, (int)Cg, 1.0f, wg, (int)K,
+				 xg, (int)HW, 0.0f, yg, (int)HW);
+		} else {
+			float *col = ws + (par ? thread_id() : 0) * slot;
 			dl_sgemm(1, 0, (int)K, (int)HW, (int)Cg, 1.0f, wg, (int)K, xg,
 				 (int)HW, 0.0f, col, (int)HW);
 			memset(yg, 0, (size_t)(OCg * P) * sizeof *yg);
-			/* the output plays the image, the input grid the columns */
-			col2im(yg, col, OCg, g->OH, g->OW, g->H, g->W, g->kh, g->kw,
-			       g->sh, g->sw, g->ph, g->pw, g->dh, g->dw);
+			col2im(yg, col, &wn);
 		}
-	if (b)
-		add_bias(y, b, g->N, g->OC, P);
+		if (b)
+			add_bias_rows(yg, b + gi * OCg, OCg, P, P);
+	}
+	blas_serial_end(saved);
 }
 
 static void convt_backward(float *dx, float *dw, float *db, const float *dy,
-			   const float *x, const float *w, float *col,
-			   const struct geom *g)
+			   const float *x, const float *w, float *ws,
+			   const struct geom *g, int nt)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = OCg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W;
+	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
+	int64_t wsize = g->C * K, units = g->N * g->G;
 	int pw1 = pointwise(g);
+	struct win wn = convt_win(g);
 	if (db)
-		bias_backward(db, dy, g->N, g->OC, P);
-	for (int64_t nn = 0; nn < g->N; nn++)
-		for (int64_t gi = 0; gi < g->G; gi++) {
-			const float *xg = x + (nn * g->C + gi * Cg) * HW;
-			const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
-			const float *B = dyg;
-			if (!pw1) {
-				im2col(col, dyg, OCg, g->OH, g->OW, g->H, g->W, g->kh, g->kw,
-				       g->sh, g->sw, g->ph, g->pw, g->dh, g->dw);
-				B = col;
-			}
-			/* dx_g [Cg, HW] += W_g [Cg, K] col [K, HW] */
-			if (dx)
-				dl_sgemm(0, 0, (int)Cg, (int)HW, (int)K, 1.0f, w + gi * Cg * K,
-					 (int)K, B, (int)HW, 1.0f,
-					 dx + (nn * g->C + gi * Cg) * HW, (int)HW);
-			/* dW_g [Cg, K] += x_g [Cg, HW] col^T [HW, K] */
-			if (dw)
-				dl_sgemm(0, 1, (int)Cg, (int)K, (int)HW, 1.0f, xg, (int)HW, B,
-					 (int)HW, 1.0f, dw + gi * Cg * K, (int)K);
+		bias_backward(db, dy, g->N, g->OC, P, nt);
+	int par = nt > 1 && units >= nt;
+	int used = par ? nt : 1;
+	int64_t part_off = pw1 ? 0 : K * HW;
+	if (dw && par)
+		for (int t = 0; t < used; t++)
+			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
+	int saved = par ? blas_serial_begin(nt) : 1;
+	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+	for (int64_t u = 0; u < units; u++) {
+		int64_t nn = u / g->G, gi = u % g->G;
+		float *base = ws + (par ? thread_id() : 0) * slot;
+		const float *xg = x + (nn * g->C + gi * Cg) * HW;
+		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
+		const float *B = dyg;
+		if (!pw1) {
+			im2col(base, dyg, &wn, 0, g->H);
+			B = base;
 		}
+		/* dx_g [Cg, HW] += W_g [Cg, K] col [K, HW] */
+		if (dx)
+			dl_sgemm(0, 0, (int)Cg, (int)HW, (int)K, 1.0f, w + gi * Cg * K,
+				 (int)K, B, (int)HW, 1.0f,
+				 dx + (nn * g->C + gi * Cg) * HW, (int)HW);
+		/* dW_g [Cg, K] += x_g [Cg, HW] col^T [HW, K] */
+		if (dw) {
+			float *dwg = par ? base + part_off + gi * Cg * K : dw + gi * Cg * K;
+			dl_sgemm(0, 1, (int)Cg, (int)K, (int)HW, 1.0f, xg, (int)HW, B,
+				 (int)HW, 1.0f, dwg, (int)K);
+		}
+	}
+	blas_serial_end(saved);
+	if (dw && par)
+		reduce_partials(dw, ws, slot, part_off, wsize, used, nt);
 }
 
 /* ---- the op interface ---- */
@@ -664,21 +1129,20 @@ static int conv_infer(struct dl_node *n, const struct dl_shape *in,
 	if (g.has_bias && (rc = dl_node_param(n, "bias", &bs, DL_INIT_UNIFORM, bound, err)) < 0)
 		return rc;
 
-	/* im2col columns: [K, P] for the convolution (forward, and again in
-	 * backward, where the same buffer then takes dcol). */
-	double cols = 0;
-	if (depthwise(&g) || pointwise(&g))
-		cols = 0;
-	else if (!g.transposed)
-		cols = (double)Cg * kk * g.OH * g.OW;
-	else
-		cols = (double)OCg * kk * g.H * g.W;
-	if (cols > (double)DL_MAX_NUMEL || cols > 2147483647.0 ||
-	    (double)OCg * kk * Cg > 2147483647.0 || (double)g.OH * g.OW > 2147483647.0 ||
-	    (double)g.H * g.W > 2147483647.0)
+	/* every GEMM operand must fit BLAS's int sizes */
+	double big = 2147483647.0;
+	double cols = g.transposed ? (double)OCg * kk * g.H * g.W
+				   : (double)Cg * kk * g.OH * g.OW;
+	if (cols > big || (double)g.C * OCg * kk > big || (double)g.OH * g.OW > big ||
+	    (double)g.H * g.W > big)
 		return dl_node_error(err, n, HP_KERNEL,
 			"this convolution is too large for one GEMM (more than 2^31 elements per operand)");
-	n->ws_bytes = (size_t)cols * sizeof(float);
+	/* scratch: one slot per thread (see slot_floats) */
+	int nt = dl_threads() > 0 ? dl_threads() : 1;
+	double slot = (double)slot_floats(&g);
+	if (slot * nt * sizeof(float) > (double)DL_MAX_NUMEL)
+		return dl_node_error(err, n, HP_KERNEL, "this convolution needs too much scratch memory");
+	n->ws_bytes = (size_t)(slot * nt + (double)shared_floats(&g)) * sizeof(float);
 	n->saved_bytes = 0;
 	n->macs = g.transposed ? g.N * g.C * g.H * g.W * OCg * kk
 			       : g.N * g.OC * g.OH * g.OW * Cg * kk;
@@ -696,12 +1160,13 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	struct geom g;
 	geometry(n, &in[0].shape, &g, NULL);
 	const float *w = n->params[0].data, *b = bias_of(n, &g);
+	int nt = threads_for(n, &g);
 	if (g.transposed)
-		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g);
+		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))
 		depthwise_forward(out->data, in[0].data, w, b, &g);
 	else
-		conv_forward(out->data, in[0].data, w, b, ctx->ws, &g);
+		conv_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 }
 
 static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
@@ -713,18 +1178,16 @@ static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
 	const float *w = n->params[0].data;
 	float *dx = din ? din[0] : NULL, *dw = n->params[0].grad;
 	float *db = g.has_bias ? n->params[1].grad : NULL;
+	int nt = threads_for(n, &g);
 	(void)out;
 	if (g.transposed)
-		convt_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g);
+		convt_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt);
 	else if (depthwise(&g))
 		depthwise_backward(dx, dw, db, dout, in[0].data, w, &g);
 	else
-		conv_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g);
+		conv_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt);
 }
 
-/* y[n, o, l] = b[o] + sum over c in o's group and k of
- * w[o, c, k] x[n, c, l s - p + k d]; w ~ U(+-1/sqrt(fan_in)), fan_in =
- * in_channels / groups * kernel size (PyTorch's default) */
 static const struct dl_op_desc conv1d_op = {
 	.name = "conv1d",
 	.doc = "y[o, l] = b[o] + sum_c,k w[o, c, k] x[c, l*stride - pad + k*dilation]",

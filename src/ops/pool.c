@@ -8,6 +8,16 @@
 
 #include "engine/op.h"
 
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
+ * picked when the program loads (GCC's target_clones); `omp simd` lets
+ * them vectorise without -O3 or -ffast-math. Elsewhere: plain C. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+	defined(__x86_64__) && defined(__linux__)
+#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DL_CLONES
+#endif
+
 #define GEOM_MAX ((int64_t)1 << 30)
 
 /* Run a loop over planes in parallel when there is enough work. */
@@ -257,21 +267,58 @@ static int64_t max_argmax(const float *x, const struct pgeom *g, int64_t oh,
 	return best;
 }
 
+/* The range of output columns ow in [0, OW) whose input column
+ * ow * s + off falls inside [0, W). */
+static void col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
+		      int64_t *lo, int64_t *hi)
+{
+	int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+	int64_t h = W - 1 - off < 0 ? -1 : (W - 1 - off) / s;
+	if (h > OW - 1)
+		h = OW - 1;
+	*lo = l;
+	*hi = h + 1 > l ? h + 1 : l;
+}
+
+/* One plane: y [OH, OW] = max over each window of x [H, W]. Tap by tap
+ * over whole output rows (vectorised over the columns); a tap replaces
+ * the running maximum when larger or NaN, so ties, NaNs and windows of
+ * padding only (-inf) come out as PyTorch's scan gives them. */
+DL_CLONES static void maxpool_plane(float *restrict y, const float *restrict x,
+				    const struct pgeom *g)
+{
+	int64_t sw = g->sw, OW = g->OW;
+	for (int64_t oh = 0; oh < g->OH; oh++) {
+		float *restrict yr = y + oh * OW;
+		#pragma omp simd
+		for (int64_t ow = 0; ow < OW; ow++)
+			yr[ow] = -INFINITY;
+		for (int64_t i = 0; i < g->kh; i++) {
+			int64_t ih = oh * g->sh - g->ph + i * g->dh;
+			if (ih < 0 || ih >= g->H)
+				continue;
+			for (int64_t j = 0; j < g->kw; j++) {
+				int64_t off = j * g->dw - g->pw, lo, hi;
+				col_range(OW, g->W, sw, off, &lo, &hi);
+				const float *restrict xs = x + ih * g->W + off;
+				#pragma omp simd
+				for (int64_t ow = lo; ow < hi; ow++) {
+					float v = xs[ow * sw];
+					yr[ow] = v > yr[ow] || v != v ? v : yr[ow];
+				}
+			}
+		}
+	}
+}
+
 /* y [N C, OH, OW] = max over each window of x [N C, H, W] (-inf when a
  * window covers only padding). */
 static void maxpool_forward(float *y, const float *x, const struct pgeom *g)
 {
 	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
 	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
-	for (int64_t p = 0; p < np; p++) {
-		const float *xp = x + p * in_plane;
-		float *yp = y + p * out_plane;
-		for (int64_t oh = 0; oh < g->OH; oh++)
-			for (int64_t ow = 0; ow < g->OW; ow++) {
-				int64_t a = max_argmax(xp, g, oh, ow);
-				yp[oh * g->OW + ow] = a < 0 ? -INFINITY : xp[a];
-			}
-	}
+	for (int64_t p = 0; p < np; p++)
+		maxpool_plane(y + p * out_plane, x + p * in_plane, g);
 }
 
 /* dx += dy routed to each window's argmax */
@@ -321,23 +368,66 @@ static struct window avg_window(const struct pgeom *g, int64_t oh, int64_t ow)
 	return w;
 }
 
+/* The window extent along one dimension (start o s - pb, clipped to the
+ * padded input): pool cells and cells inside the input. */
+static void avg_extent(int64_t o, int64_t s, int64_t k, int64_t pb, int64_t pa,
+		       int64_t L, int64_t *pool, int64_t *inside)
+{
+	int64_t a = o * s - pb, e = a + k;
+	if (e > L + pa)
+		e = L + pa;
+	*pool = e - a;
+	int64_t a1 = a < 0 ? 0 : a, e1 = e > L ? L : e;
+	*inside = e1 > a1 ? e1 - a1 : 0;
+}
+
+/* One plane: sums tap by tap over whole output rows, then divides by
+ * PyTorch's divisor, which factors into a row part and a column part
+ * (the same as avg_window's). */
+DL_CLONES static void avgpool_plane(float *restrict y, const float *restrict x,
+				    const struct pgeom *g)
+{
+	int64_t sw = g->sw, OW = g->OW;
+	for (int64_t oh = 0; oh < g->OH; oh++) {
+		float *restrict yr = y + oh * OW;
+		#pragma omp simd
+		for (int64_t ow = 0; ow < OW; ow++)
+			yr[ow] = 0.0f;
+		for (int64_t i = 0; i < g->kh; i++) {
+			int64_t ih = oh * g->sh - g->ph + i;
+			if (ih < 0 || ih >= g->H)
+				continue;
+			for (int64_t j = 0; j < g->kw; j++) {
+				int64_t off = j - g->pw, lo, hi;
+				col_range(OW, g->W, sw, off, &lo, &hi);
+				const float *restrict xs = x + ih * g->W + off;
+				#pragma omp simd
+				for (int64_t ow = lo; ow < hi; ow++)
+					yr[ow] += xs[ow * sw];
+			}
+		}
+		int64_t hpool, hin;
+		avg_extent(oh, g->sh, g->kh, g->ph, g->pha, g->H, &hpool, &hin);
+		int64_t kw = g->kw, pw = g->pw, pwa = g->pwa, W = g->W;
+		int count_pad = g->count_pad;
+		#pragma omp simd
+		for (int64_t ow = 0; ow < OW; ow++) {
+			int64_t a = ow * sw - pw, e = a + kw;
+			e = e > W + pwa ? W + pwa : e;
+			int64_t a1 = a < 0 ? 0 : a, e1 = e > W ? W : e;
+			int64_t win = e1 > a1 ? e1 - a1 : 0;
+			int64_t div = count_pad ? hpool * (e - a) : hin * win;
+			yr[ow] = div > 0 && hin * win > 0 ? yr[ow] / (float)div : 0.0f;
+		}
+	}
+}
+
 static void avgpool_forward(float *y, const float *x, const struct pgeom *g)
 {
 	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
 	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
-	for (int64_t p = 0; p < np; p++) {
-		const float *xp = x + p * in_plane;
-		float *yp = y + p * out_plane;
-		for (int64_t oh = 0; oh < g->OH; oh++)
-			for (int64_t ow = 0; ow < g->OW; ow++) {
-				struct window w = avg_window(g, oh, ow);
-				float s = 0.0f;
-				for (int64_t ih = w.h0; ih < w.h1; ih++)
-					for (int64_t iw = w.w0; iw < w.w1; iw++)
-						s += xp[ih * g->W + iw];
-				yp[oh * g->OW + ow] = s * w.inv;
-			}
-	}
+	for (int64_t p = 0; p < np; p++)
+		avgpool_plane(y + p * out_plane, x + p * in_plane, g);
 }
 
 static void avgpool_backward(float *dx, const float *dy, const struct pgeom *g)

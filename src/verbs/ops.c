@@ -22,6 +22,10 @@ static int ops_main(int argc, char **argv, struct dl_error *err)
 		verb_usage(&verb_ops);
 		return 0;
 	}
+	for (int i = 1; i < argc; i++)
+		if (argv[i][0] == '-')
+			return dl_error_set(err, DL_EINPUT,
+					    "ops: unknown option '%s'; see 'dlrun ops --help'", argv[i]);
 	if (argc > 2)
 		return dl_error_set(err, DL_EINPUT, "ops: takes at most one op name");
 	char buf[256];

@@ -12,7 +12,8 @@
  * DIR/PARAM.npy, and the output is written to DIR/y_dlrun.npy, so a caller
  * can check that dlrun and PyTorch computed the same thing; otherwise the
  * values are uniform in [-1, 1). Prints one line:
- *   OP median_ms min_ms max_ms
+ *   OP median_ms min_ms max_ms median_cpu_ms
+ * (wall-clock milliseconds per forward call; CPU time of all threads).
  * tools/bench/conv.py builds and drives it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,15 @@ static double now_ms(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* CPU time of the whole process (all threads): unlike the wall clock it
+ * does not count time the process spent descheduled on a busy machine. */
+static double cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
 	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
@@ -154,18 +164,23 @@ int main(int argc, char **argv)
 	float *din[1] = {dx};
 
 	double *t = malloc((size_t)iters * sizeof *t);
+	double *c = malloc((size_t)iters * sizeof *c);
 	for (int r = -3; r < iters; r++) {
-		double t0 = now_ms();
+		double t0 = now_ms(), c0 = cpu_ms();
 		op->forward(&n, &in, &out, &ctx);
 		if (backward) {
 			memset(dx, 0, (size_t)nx * sizeof(float));
 			op->backward(&n, &in, &out, dy, din, &ctx);
 		}
-		if (r >= 0)
+		if (r >= 0) {
 			t[r] = now_ms() - t0;
+			c[r] = cpu_ms() - c0;
+		}
 	}
 	qsort(t, (size_t)iters, sizeof *t, cmp_double);
-	printf("%s %.4f %.4f %.4f\n", opname, t[iters / 2], t[0], t[iters - 1]);
+	qsort(c, (size_t)iters, sizeof *c, cmp_double);
+	printf("%s %.4f %.4f %.4f %.4f\n", opname, t[iters / 2], t[0], t[iters - 1],
+	       c[iters / 2]);
 
 	if (dir) {
 		/* the output of a fresh inference-mode forward, for checking */
@@ -185,6 +200,7 @@ int main(int argc, char **argv)
 		free(n.params[i].grad);
 	}
 	free(t);
+	free(c);
 	free(x);
 	free(y);
 	free(dy);

@@ -1,0 +1,540 @@
+#!/bin/sh
+# `dlrun train` and `dlrun gradcheck`, printing TAP:
+#
+# - parity with PyTorch: every case under tests/data/train_parity/<case>/
+#   (made by tools/gen_train_parity.py) is trained with each args_<S> file's
+#   flags; the weights must match expected_<S>.safetensors tensor by tensor
+#   and `dlrun infer` of the trained model on probe.npy must match
+#   expected_probe_<S>.npy, both within 1e-5 relative (infinity norm);
+# - gradcheck passes on every parity model and on tests/data/gradcheck/*.yaml
+#   (every core op with a backward, non-default hyperparameters);
+# - a run killed with SIGKILL after a checkpoint and resumed ends with the
+#   same bytes as an uninterrupted run;
+# - a non-finite loss: exit 1, a message naming the op, files left alone;
+# - bad training inputs: exit 2, one 'dlrun: ' line, nothing written;
+# - --log JSON lines, the model's train: defaults and flags over them.
+#
+# Environment: see tests/lib.sh; NPYCMP (tests/npycmp) is needed.
+
+. "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+
+parity=$srcdir/tests/data/train_parity
+gcdir=$srcdir/tests/data/gradcheck
+digits=$srcdir/models/data/digits.npz
+
+if [ -z "$NPYCMP" ]; then
+	for _c in "$(dirname "$DLRUN")/../tests/npycmp" ./tests/npycmp \
+		../tests/npycmp; do
+		if [ -x "$_c" ]; then
+			NPYCMP=$_c
+			break
+		fi
+	done
+fi
+if [ -z "$NPYCMP" ] || [ ! -x "$NPYCMP" ]; then
+	echo "Bail out! NPYCMP is not set and tests/npycmp was not found"
+	exit 1
+fi
+if [ ! -d "$parity" ]; then
+	echo "Bail out! no $parity (make it with tools/gen_train_parity.py)"
+	exit 1
+fi
+
+# ---- reading safetensors without Python ----
+
+# st_index FILE: one line per tensor of the safetensors FILE, sorted by name:
+# "NAME DTYPE SHAPE BEGIN END" (SHAPE comma-separated, "-" for a scalar;
+# BEGIN and END absolute byte offsets in FILE); fails on a malformed file
+st_index() {
+	_hl=$(od -An -tu1 -N8 "$1" | awk '{ for (i = 1; i <= NF; i++) {
+		n += $i * m; m = (m ? m * 256 : 256) } } BEGIN { m = 1 }
+		END { printf "%d\n", n }') || return 1
+	[ -n "$_hl" ] && [ "$_hl" -gt 1 ] && [ "$_hl" -lt 100000000 ] || return 1
+	tail -c +9 "$1" | head -c "$_hl" | awk -v base=$((8 + _hl)) '
+	{ s = s $0 }
+	END {
+		while (match(s, /"[^"]*"[ \t\n]*:[ \t\n]*[{][^{}]*[}]/)) {
+			e = substr(s, RSTART, RLENGTH)
+			s = substr(s, RSTART + RLENGTH)
+			k = e
+			sub(/^"/, "", k)
+			sub(/".*/, "", k)
+			if (k == "__metadata__")
+				continue
+			if (!match(e, /"dtype"[ \t\n]*:[ \t\n]*"[A-Za-z0-9]*"/))
+				exit 1
+			t = substr(e, RSTART, RLENGTH)
+			sub(/.*:[ \t\n]*"/, "", t)
+			sub(/"$/, "", t)
+			if (!match(e, /"shape"[ \t\n]*:[ \t\n]*\[[0-9, \t\n]*\]/))
+				exit 1
+			sh = substr(e, RSTART, RLENGTH)
+			sub(/[^[]*\[/, "", sh)
+			sub(/\]$/, "", sh)
+			gsub(/[ \t\n]/, "", sh)
+			if (sh == "")
+				sh = "-"
+			if (!match(e, /"data_offsets"[ \t\n]*:[ \t\n]*\[[ \t\n]*[0-9]+[ \t\n]*,[ \t\n]*[0-9]+[ \t\n]*\]/))
+				exit 1
+			o = substr(e, RSTART, RLENGTH)
+			sub(/[^[]*\[/, "", o)
+			sub(/\]$/, "", o)
+			gsub(/[ \t\n]/, "", o)
+			split(o, b, ",")
+			printf "%s %s %s %d %d\n", k, t, sh, base + b[1], base + b[2]
+			n++
+		}
+		exit n == 0
+	}' | LC_ALL=C sort
+}
+
+# st_to_npys FILE OUT: every tensor of FILE (F32 only), sorted by name, as
+# float32 .npy arrays back to back in OUT; the names, one a line, in
+# OUT.keys; fails (with a message) on what it cannot read
+st_to_npys() {
+	st_index "$1" >"$2.index" || {
+		fail "$1: cannot read its safetensors header"
+		return 1
+	}
+	[ -s "$2.index" ] || {
+		fail "$1: no tensors"
+		return 1
+	}
+	: >"$2"
+	: >"$2.keys"
+	while read -r _k _t _s _b _e; do
+		echo "$_k" >>"$2.keys"
+		if [ "$_t" != F32 ]; then
+			fail "$1: tensor '$_k' is $_t, expected F32"
+			return 1
+		fi
+		case $_s in
+		-) _tuple="()" ;;
+		*,*) _tuple="($(echo "$_s" | sed 's/,/, /g'))" ;;
+		*) _tuple="($_s,)" ;;
+		esac
+		{
+			npy_header '<f4' "$_tuple"
+			tail -c +$((_b + 1)) "$1" | head -c $((_e - _b))
+		} >>"$2"
+	done <"$2.index"
+}
+
+# same_tensors ACTUAL EXPECTED: the two safetensors files hold the same
+# tensor names and every tensor agrees within 1e-5 (relative, inf norm)
+same_tensors() {
+	st_to_npys "$1" "$tmp/st_actual.npy" || return 1
+	st_to_npys "$2" "$tmp/st_expected.npy" || return 1
+	if ! cmp -s "$tmp/st_actual.npy.keys" "$tmp/st_expected.npy.keys"; then
+		fail "tensor names differ: got [$(tr '\n' ' ' <"$tmp/st_actual.npy.keys")]," \
+			"expected [$(tr '\n' ' ' <"$tmp/st_expected.npy.keys")]"
+		return 1
+	fi
+	if ! "$NPYCMP" "$tmp/st_actual.npy" "$tmp/st_expected.npy" 1e-5 \
+		>"$tmp/cmp" 2>&1; then
+		# npycmp numbers the arrays from 0 in name order
+		awk 'NR == FNR { k[NR - 1] = $0; next }
+			/^array [0-9]+:/ { i = $2; sub(/:/, "", i); $2 = k[i] ":" }
+			{ print }' "$tmp/st_expected.npy.keys" "$tmp/cmp" |
+			grep -v ' ok$' >"$tmp/cmp.named"
+		fail "weights differ from PyTorch's:"
+		sed 's/^/  /' "$tmp/cmp.named" >>"$tmp/diag"
+		return 1
+	fi
+}
+
+# ---- parity with PyTorch ----
+
+# parity CASE_DIR SETTING
+parity() {
+	_d=$1
+	rm -f "$tmp/out.safetensors" "$tmp/probe_out.npy"
+	# the args file's flags are split into words on purpose
+	# shellcheck disable=SC2046
+	run_dlrun train "$_d/model.yaml" -w "$_d/init.safetensors" \
+		--data "$_d/x.npy" --labels "$_d/y.npy" $(cat "$_d/args_$2") \
+		-o "$tmp/out.safetensors" -q
+	expect_rc 0 || return 1
+	[ -f "$tmp/out.safetensors" ] || {
+		fail "no output file"
+		return 1
+	}
+	same_tensors "$tmp/out.safetensors" "$_d/expected_$2.safetensors"
+	_w=$?
+	_cmd=$last_cmd
+	run_dlrun infer "$_d/model.yaml" -w "$tmp/out.safetensors" \
+		<"$_d/probe.npy"
+	expect_rc 0 || return 1
+	if ! "$NPYCMP" "$tmp/stdout" "$_d/expected_probe_$2.npy" 1e-5 \
+		>"$tmp/cmp" 2>&1; then
+		fail "the trained model's output on probe.npy differs from PyTorch's:"
+		sed 's/^/  /' "$tmp/cmp" >>"$tmp/diag"
+	fi
+	last_cmd=$_cmd
+	return $_w
+}
+
+ncases=0
+for d in "$parity"/*/; do
+	d=${d%/}
+	[ -f "$d/init.safetensors" ] || continue
+	for a in "$d"/args_*; do
+		[ -f "$a" ] || continue
+		ncases=$((ncases + 1))
+		s=${a##*/args_}
+		check "parity ${d##*/} $s: $(cat "$a")" parity "$d" "$s"
+	done
+done
+[ "$ncases" -ge 12 ] || {
+	ok 1 "at least 12 parity cases under $parity (found $ncases)"
+}
+
+# ---- gradcheck ----
+
+gradcheck_ok() {
+	run_dlrun gradcheck "$@"
+	expect_rc 0
+	[ -s "$tmp/stdout" ] || fail "gradcheck printed nothing"
+}
+
+for d in "$parity"/*/; do
+	d=${d%/}
+	[ -f "$d/model.yaml" ] || continue
+	if [ -f "$d/init.safetensors" ]; then
+		check "gradcheck ${d##*/}" gradcheck_ok "$d/model.yaml" \
+			-w "$d/init.safetensors"
+	else
+		check "gradcheck ${d##*/} (fresh weights)" gradcheck_ok \
+			"$d/model.yaml"
+	fi
+done
+for m in "$gcdir"/*.yaml; do
+	[ -f "$m" ] || continue
+	n=${m##*/}
+	check "gradcheck ${n%.yaml}" gradcheck_ok "$m"
+	check "gradcheck ${n%.yaml} --seed 5" gradcheck_ok "$m" --seed 5
+done
+
+# ---- resume after SIGKILL ----
+
+resume=$parity/resume/model.yaml
+# 4 epochs of batch 4 over 1437 samples (1440 steps), shuffled, with
+# dropout, a checkpoint every 7 steps
+resume_args="--data $digits --epochs 4 --batch-size 4 --optimizer adamw
+--lr 0.002 --seed 11 --checkpoint-every 7 -q"
+
+# now_ms: milliseconds since the epoch (0 where date has no %N)
+now_ms() {
+	_t=$(date +%s%N 2>/dev/null)
+	case $_t in
+	*N | '') echo 0 ;;
+	*) echo $((_t / 1000000)) ;;
+	esac
+}
+
+resume_after_kill() {
+	_r=$tmp/resume
+	rm -rf "$_r"
+	mkdir "$_r"
+	_t0=$(now_ms)
+	# shellcheck disable=SC2086
+	run_dlrun train "$resume" $resume_args \
+		--checkpoint "$_r/ck_full.safetensors" -o "$_r/full.safetensors"
+	_t1=$(now_ms)
+	expect_rc 0 || return 1
+	# the kill comes a random time into the run (within the first half of
+	# an uninterrupted run's length) after the first checkpoint
+	_span=$(((_t1 - _t0) / 2))
+	_rand=$(od -An -tu2 -N2 /dev/urandom 2>/dev/null | tr -d ' ')
+	_delay=$(((${_rand:-0} % 1000) * _span / 1000))
+	# shellcheck disable=SC2046,SC2086
+	$(dlrun_cmd) "$DLRUN" train "$resume" $resume_args \
+		--checkpoint "$_r/ck.safetensors" -o "$_r/killed.safetensors" \
+		>"$_r/killed.out" 2>"$_r/killed.err" &
+	_pid=$!
+	bg_pids="$bg_pids $_pid"
+	_i=0
+	while [ ! -f "$_r/ck.safetensors" ] && kill -0 "$_pid" 2>/dev/null &&
+		[ "$_i" -lt 6000 ]; do
+		sleep 0.01
+		_i=$((_i + 1))
+	done
+	if [ "$_delay" -gt 0 ]; then
+		sleep "$((_delay / 1000)).$(printf '%03d' $((_delay % 1000)))"
+	fi
+	kill -9 "$_pid" 2>/dev/null
+	wait "$_pid" 2>/dev/null
+	_krc=$?
+	diag "killed $((_delay))ms after the first checkpoint (full run: $((_t1 - _t0))ms), exit $_krc"
+	[ -f "$_r/ck.safetensors" ] || {
+		fail "no checkpoint written before the kill"
+		return 1
+	}
+	if [ -f "$_r/killed.safetensors" ]; then
+		fail "the run ended before it was killed (exit $_krc): nothing to resume"
+		return 1
+	fi
+	# shellcheck disable=SC2086
+	run_dlrun train "$resume" $resume_args \
+		--checkpoint "$_r/ck.safetensors" --resume "$_r/ck.safetensors" \
+		-o "$_r/resumed.safetensors"
+	expect_rc 0 || return 1
+	cmp "$_r/full.safetensors" "$_r/resumed.safetensors" >"$tmp/cmp" 2>&1 ||
+		fail "resumed weights differ from the uninterrupted run's: $(cat "$tmp/cmp")"
+}
+
+if [ -f "$digits" ]; then
+	check "resume after SIGKILL gives the uninterrupted run's bytes" \
+		resume_after_kill
+	# and a second time, at another random point
+	check "resume after SIGKILL (again, another kill point)" \
+		resume_after_kill
+else
+	skip "resume after SIGKILL" "no $digits"
+	skip "resume after SIGKILL (again)" "no $digits"
+fi
+
+# resuming twice from the same checkpoint gives the same bytes, and resuming
+# from the last checkpoint of a finished run changes nothing
+resume_repeat() {
+	_r=$tmp/resume2
+	rm -rf "$_r"
+	mkdir "$_r"
+	set -- "$parity/mlp/model.yaml" -w "$parity/mlp/init.safetensors" \
+		--data "$parity/mlp/x.npy" --labels "$parity/mlp/y.npy" \
+		--epochs 3 --batch-size 5 --seed 3 --checkpoint-every 4 -q
+	run_dlrun train "$@" --checkpoint "$_r/ck.safetensors" \
+		-o "$_r/full.safetensors"
+	expect_rc 0 || return 1
+	# 9 steps: the checkpoint at step 8 is the last
+	cp "$_r/ck.safetensors" "$_r/ck8.safetensors"
+	run_dlrun train "$@" --checkpoint "$_r/ck_a.safetensors" \
+		--resume "$_r/ck8.safetensors" -o "$_r/a.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun train "$@" --checkpoint "$_r/ck_b.safetensors" \
+		--resume "$_r/ck8.safetensors" -o "$_r/b.safetensors"
+	expect_rc 0 || return 1
+	same_bytes "$_r/full.safetensors" "$_r/a.safetensors"
+	same_bytes "$_r/a.safetensors" "$_r/b.safetensors"
+}
+check "resume from a checkpoint: same bytes, twice" resume_repeat
+
+# ---- a non-finite loss ----
+
+nonfinite() {
+	_r=$tmp/nan
+	rm -rf "$_r"
+	mkdir "$_r"
+	printf 'previous weights\n' >"$_r/out.safetensors"
+	printf 'previous checkpoint\n' >"$_r/ck.safetensors"
+	cp "$_r/out.safetensors" "$_r/out.before"
+	cp "$_r/ck.safetensors" "$_r/ck.before"
+	run_dlrun train "$parity/mlp/model.yaml" -w "$parity/mlp/init.safetensors" \
+		--data "$parity/mlp/x.npy" --labels "$parity/mlp/y.npy" \
+		--optimizer sgd --lr 1e6 --epochs 20 --batch-size 4 --no-shuffle \
+		--checkpoint "$_r/ck.safetensors" --checkpoint-every 1000 \
+		-o "$_r/out.safetensors" -q
+	expect_rc 1
+	expect_one_error_line
+	expect_stderr_has non-finite
+	grep -E 'linear|relu' "$tmp/stderr" >/dev/null ||
+		fail "the message names no op of the model (linear, relu)"
+	same_bytes "$_r/out.safetensors" "$_r/out.before"
+	same_bytes "$_r/ck.safetensors" "$_r/ck.before"
+	only_files "$_r" out.safetensors out.before ck.safetensors ck.before
+}
+check "a non-finite loss: exit 1, names the op, files unchanged" nonfinite
+
+# ---- bad training inputs ----
+
+bad=$parity/bad
+mlpd=$parity/mlp
+
+# refused DESC GREP_PATTERN ARGS...: dlrun train ARGS -o DIR/out.safetensors
+# exits 2 with one 'dlrun: ' line matching the extended regular expression
+# GREP_PATTERN (when not empty) and creates no file
+refused() {
+	_pat=$1
+	shift
+	_r=$tmp/bad
+	rm -rf "$_r"
+	mkdir "$_r"
+	run_dlrun train "$@" -o "$_r/out.safetensors" -q
+	expect_rc 2
+	expect_one_error_line
+	if [ -n "$_pat" ]; then
+		grep -E -e "$_pat" "$tmp/stderr" >/dev/null ||
+			fail "stderr does not match /$_pat/"
+	fi
+	only_files "$_r"
+}
+
+mlp_train() {
+	echo "$mlpd/model.yaml -w $mlpd/init.safetensors --data $mlpd/x.npy"
+}
+
+# shellcheck disable=SC2046
+{
+	check "bad: a label out of range (4 of 4 classes)" refused '4' \
+		$(mlp_train) --labels "$bad/y_range.npy"
+	check "bad: a negative label" refused '-1' \
+		$(mlp_train) --labels "$bad/y_negative.npy"
+	check "bad: x has 12 samples, y 11" refused '11|12' \
+		$(mlp_train) --labels "$bad/y_short.npy"
+	check "bad: float labels for cross_entropy" refused '' \
+		$(mlp_train) --labels "$bad/y_float.npy"
+	check "bad: float labels for nll" refused '' \
+		"$parity/log_softmax_nll/model.yaml" --data "$parity/log_softmax_nll/x.npy" \
+		--labels "$bad/y_float.npy" --loss nll
+	check "bad: integer targets for mse" refused '' \
+		"$parity/mse/model.yaml" --data "$parity/mse/x.npy" \
+		--labels "$bad/t_int.npy" --loss mse
+	check "bad: integer x for a float model input" refused '' \
+		"$mlpd/model.yaml" --data "$bad/x_int.npy" --labels "$mlpd/y.npy"
+	# the message says where: the labels file
+	check "bad: [N, 3] output, [N, 2] class labels (cross_entropy)" \
+		refused 'y_2col\.npy' \
+		"$parity/residual_mlp/model.yaml" --data "$parity/residual_mlp/x.npy" \
+		--labels "$bad/y_2col.npy"
+	check "bad: [N, 3] output, [N, 2] targets (mse)" refused 't_2col\.npy' \
+		"$parity/mse/model.yaml" --data "$parity/mse/x.npy" \
+		--labels "$bad/t_2col.npy" --loss mse
+	check "bad: [N, 2] output, [N, 3] targets (bce_with_logits)" \
+		refused 'mse/y\.npy' \
+		"$parity/bce/model.yaml" --data "$parity/bce/x.npy" \
+		--labels "$parity/mse/y.npy" --loss bce_with_logits
+	check "bad: unknown --optimizer (did you mean)" refused \
+		"did you mean.*sgd" $(mlp_train) --labels "$mlpd/y.npy" \
+		--optimizer sdg
+	check "bad: unknown --loss" refused 'cross_entropi' \
+		$(mlp_train) --labels "$mlpd/y.npy" --loss cross_entropi
+	check "bad: --betas 0.9" refused 'betas' \
+		$(mlp_train) --labels "$mlpd/y.npy" --optimizer adamw --betas 0.9
+	check "bad: --betas 0.9,x" refused 'betas' \
+		$(mlp_train) --labels "$mlpd/y.npy" --optimizer adamw --betas 0.9,x
+	check "bad: --betas 0.9,0.99,0.5" refused 'betas' \
+		$(mlp_train) --labels "$mlpd/y.npy" --optimizer adamw \
+		--betas 0.9,0.99,0.5
+	check "bad: --checkpoint without --checkpoint-every" refused \
+		'checkpoint-every' $(mlp_train) --labels "$mlpd/y.npy" \
+		--checkpoint "$tmp/ck.safetensors"
+	check "bad: --data file missing" refused 'nonexistent' \
+		"$mlpd/model.yaml" --data "$tmp/nonexistent.npy" --labels "$mlpd/y.npy"
+	check "bad: --labels missing with an .npy --data" refused 'labels' \
+		$(mlp_train)
+}
+
+# a model file with a bad train: key, and with a bad train: value
+cat >"$tmp/badkey.yaml" <<'EOF'
+inputs:
+  x: {shape: [8]}
+layers:
+  - linear: {out_features: 4}
+train:
+  epochs: 1
+  learning_rate: 0.1
+EOF
+cat >"$tmp/badval.yaml" <<'EOF'
+inputs:
+  x: {shape: [8]}
+layers:
+  - linear: {out_features: 4}
+train:
+  batch_size: 4
+  epochs: two
+EOF
+check "bad: an unknown train: key (line:col)" refused \
+	'badkey\.yaml:7:3.*learning_rate' "$tmp/badkey.yaml" \
+	--data "$mlpd/x.npy" --labels "$mlpd/y.npy"
+check "bad: a bad train: value (line:col)" refused 'badval\.yaml:7:' \
+	"$tmp/badval.yaml" --data "$mlpd/x.npy" --labels "$mlpd/y.npy"
+
+# ---- --log and the model's train: defaults ----
+
+# the mlp model with train: defaults: 2 epochs, batch 4 (3 steps an epoch)
+{
+	cat "$mlpd/model.yaml"
+	printf 'train:\n  epochs: 2\n  batch_size: 4\n  lr: 0.05\n'
+	printf '  optimizer: adam\n  betas: [0.8, 0.9]\n  shuffle: false\n'
+} >"$tmp/deflt.yaml"
+
+# log_ok LOG EPOCHS LASTSTEP LR: one JSON object per line, with the keys;
+# EPOCHS epoch-end lines (with validation), the last at step LASTSTEP; lr LR
+log_ok() {
+	[ -s "$1" ] || {
+		fail "no log written"
+		return 1
+	}
+	diag_file "$1" 10 >"$tmp/logdiag"
+	grep -v '^{.*}$' "$1" >/dev/null &&
+		fail "a log line is not one JSON object: $(grep -v '^{.*}$' "$1" | head -n 1)"
+	for _k in epoch step loss lr val_loss val_accuracy; do
+		grep "\"$_k\" *:" "$1" >/dev/null || fail "no \"$_k\" key in the log"
+	done
+	_n=$(grep -c '"val_loss" *:' "$1")
+	[ "$_n" = "$2" ] || fail "$_n lines with val_loss, expected $2 (one per epoch)"
+	grep '"val_loss" *:' "$1" | grep -v '"val_accuracy" *:' >/dev/null &&
+		fail "an epoch-end line has val_loss but no val_accuracy"
+	# the numbers of the last line (key order free)
+	_last=$(tail -n 1 "$1")
+	_step=$(echo "$_last" | sed -n 's/.*"step" *: *\([0-9][0-9]*\).*/\1/p')
+	[ "$_step" = "$3" ] || fail "the last line's step is '$_step', expected $3"
+	_lr=$(echo "$_last" | sed -n 's/.*"lr" *: *\([-+0-9.eE]*\).*/\1/p')
+	awk -v a="$_lr" -v b="$4" 'BEGIN { d = a - b; if (d < 0) d = -d
+		exit !(a != "" && d <= 1e-9 * b) }' ||
+		fail "the last line's lr is '$_lr', expected $4"
+	if [ -s "$tmp/diag" ]; then
+		echo "log:" >>"$tmp/diag"
+		cat "$tmp/logdiag" >>"$tmp/diag"
+	fi
+}
+
+log_defaults() {
+	rm -f "$tmp/log"
+	run_dlrun train "$tmp/deflt.yaml" -w "$mlpd/init.safetensors" \
+		--data "$mlpd/x.npy" --labels "$mlpd/y.npy" \
+		--val-data "$mlpd/x.npy" --val-labels "$mlpd/y.npy" \
+		--log "$tmp/log" -o "$tmp/log.safetensors"
+	expect_rc 0 || return 1
+	log_ok "$tmp/log" 2 6 0.05
+	# not a terminal: one plain progress line per epoch, no 'dlrun: '
+	_n=$(grep -c . "$tmp/stderr")
+	[ "$_n" = 2 ] || fail "stderr has $_n lines, expected one per epoch (2)"
+	grep '^dlrun: ' "$tmp/stderr" >/dev/null &&
+		fail "a progress line starts with 'dlrun: '"
+	return 0
+}
+check "--log: the model's train: defaults (2 epochs, batch 4, lr 0.05)" \
+	log_defaults
+
+log_flags() {
+	rm -f "$tmp/log"
+	run_dlrun train "$tmp/deflt.yaml" -w "$mlpd/init.safetensors" \
+		--data "$mlpd/x.npy" --labels "$mlpd/y.npy" \
+		--val-data "$mlpd/x.npy" --val-labels "$mlpd/y.npy" \
+		--epochs 3 --batch-size 6 --lr 0.02 -q \
+		--log "$tmp/log" -o "$tmp/log.safetensors"
+	expect_rc 0 || return 1
+	log_ok "$tmp/log" 3 6 0.02
+	[ -s "$tmp/stderr" ] && fail "-q: stderr is not empty"
+	return 0
+}
+check "--log: flags override train: (3 epochs, batch 6, lr 0.02)" log_flags
+
+# train: defaults give the same weights as the same flags
+defaults_equal_flags() {
+	run_dlrun train "$tmp/deflt.yaml" -w "$mlpd/init.safetensors" \
+		--data "$mlpd/x.npy" --labels "$mlpd/y.npy" -q \
+		-o "$tmp/by_yaml.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun train "$mlpd/model.yaml" -w "$mlpd/init.safetensors" \
+		--data "$mlpd/x.npy" --labels "$mlpd/y.npy" -q \
+		--epochs 2 --batch-size 4 --lr 0.05 --optimizer adam \
+		--betas 0.8,0.9 --no-shuffle -o "$tmp/by_flags.safetensors"
+	expect_rc 0 || return 1
+	same_bytes "$tmp/by_yaml.safetensors" "$tmp/by_flags.safetensors"
+}
+check "train: defaults and the same flags give the same weights" \
+	defaults_equal_flags
+
+done_testing
