@@ -620,6 +620,155 @@ START_TEST(test_conv_threads)
 }
 END_TEST
 
+/* A naive reference in double: a convolution's output y [N, OC, OH, OW]
+ * from x [N, C, H, W], w [OC, C/G, kh, kw], b; or, transposed, y from x
+ * with w [C, OC/G, kh, kw]. Every (output, tap, input) triple is visited
+ * by `visit`, which the forward and the two gradients share. */
+struct ref {
+	int64_t N, C, H, W, OC, OH, OW, G, kh, kw, sh, sw, ph, pw, dh, dw;
+	int transposed;
+};
+
+enum { REF_Y, REF_DX, REF_DW };
+
+static void ref_visit(const struct ref *r, int what, double *out, const float *x,
+		      const float *w, const float *dy)
+{
+	int64_t Cg = r->C / r->G, OCg = r->OC / r->G;
+	for (int64_t n = 0; n < r->N; n++)
+		for (int64_t c = 0; c < r->C; c++) {
+			int64_t gi = c / Cg;
+			for (int64_t oo = 0; oo < OCg; oo++) {
+				int64_t o = gi * OCg + oo;
+				/* the weight of (o, c) for tap (i, j) */
+				int64_t wbase = r->transposed ? (c * OCg + oo) * r->kh * r->kw
+							      : (o * Cg + c % Cg) * r->kh * r->kw;
+				/* cell grid: output cells of a convolution, input
+				 * cells of a transposed one */
+				int64_t GH = r->transposed ? r->H : r->OH, GW = r->transposed ? r->W : r->OW;
+				int64_t IH = r->transposed ? r->OH : r->H, IW = r->transposed ? r->OW : r->W;
+				for (int64_t a = 0; a < GH; a++)
+					for (int64_t bb = 0; bb < GW; bb++)
+						for (int64_t i = 0; i < r->kh; i++)
+							for (int64_t j = 0; j < r->kw; j++) {
+								int64_t ih = a * r->sh - r->ph + i * r->dh;
+								int64_t iw = bb * r->sw - r->pw + j * r->dw;
+								if (ih < 0 || ih >= IH || iw < 0 || iw >= IW)
+									continue;
+								/* conv: y[o, a, bb], x[c, ih, iw];
+								 * transposed: x[c, a, bb], y[o, ih, iw] */
+								int64_t yi, xi;
+								if (r->transposed) {
+									yi = ((n * r->OC + o) * r->OH + ih) * r->OW + iw;
+									xi = ((n * r->C + c) * r->H + a) * r->W + bb;
+								} else {
+									yi = ((n * r->OC + o) * r->OH + a) * r->OW + bb;
+									xi = ((n * r->C + c) * r->H + ih) * r->W + iw;
+								}
+								int64_t wi = wbase + i * r->kw + j;
+								if (what == REF_Y)
+									out[yi] += (double)w[wi] * x[xi];
+								else if (what == REF_DX)
+									out[xi] += (double)w[wi] * dy[yi];
+								else
+									out[wi] += (double)dy[yi] * x[xi];
+							}
+			}
+		}
+}
+
+static double rel_err_d(const float *a, const double *b, int64_t n)
+{
+	double num = 0.0, den = 0.0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)a[i] - b[i]);
+		num = d > num || isnan(d) ? d : num;
+		den = fabs(b[i]) > den ? fabs(b[i]) : den;
+	}
+	return den > 0 ? num / den : num;
+}
+
+/* Layers large enough that im2col runs over several row tiles (forward,
+ * and backward's tile-by-tile col2im), Winograd over several blocks and
+ * the transposed convolution over several input tiles; 1 and 2 threads;
+ * against the naive reference. */
+START_TEST(test_conv_large_reference)
+{
+	struct {
+		const char *op, *hps;
+		int64_t in[4], ph, pw;
+	} t[] = {
+		{"conv2d", "out_channels: 8, kernel_size: 3, padding: [[1, 2], [0, 1]]",
+		 {2, 48, 38, 37}, 1, 0},
+		{"conv2d", "out_channels: 32, kernel_size: 3, padding: 1", {2, 32, 40, 39}, 1, 1},
+		{"conv2d", "out_channels: 6, kernel_size: [5, 3], stride: [2, 1], dilation: [1, 2], groups: 2, padding: 2",
+		 {3, 64, 33, 30}, 2, 2},
+		{"conv_transpose2d", "out_channels: 48, kernel_size: 3, stride: 2, padding: 1",
+		 {2, 8, 30, 20}, 1, 1},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++) {
+			struct harness h;
+			struct dl_error err = {0};
+			dl_set_threads(threads);
+			struct dl_shape xs = dl_shape_make(4, t[k].in);
+			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 1, &err) == 0, "%s", err.msg);
+			struct dl_rng r;
+			dl_rng_seed(&r, 99 + k);
+			for (int64_t i = 0; i < h.nx; i++)
+				h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int64_t i = 0; i < h.ny; i++)
+				h.gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int i = 0; i < h.n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
+					h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h);
+			h_backward(&h);
+			struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+			int tr = t[k].op[4] == '_';
+			struct ref rf = {h.xs.d[0], h.xs.d[1], h.xs.d[2], h.xs.d[3], h.ys.d[1],
+					 h.ys.d[2], h.ys.d[3], 1, w->shape.d[2], w->shape.d[3],
+					 1, 1, t[k].ph, t[k].pw, 1, 1, tr};
+			/* the strides, dilation and groups of the hyperparameters */
+			if (strstr(t[k].hps, "stride: 2"))
+				rf.sh = rf.sw = 2;
+			if (strstr(t[k].hps, "stride: [2, 1]"))
+				rf.sh = 2;
+			if (strstr(t[k].hps, "dilation: [1, 2]"))
+				rf.dw = 2;
+			if (strstr(t[k].hps, "groups: 2"))
+				rf.G = 2;
+			int64_t nw = dl_shape_numel(&w->shape);
+			double *y = calloc((size_t)h.ny, sizeof(double));
+			double *dx = calloc((size_t)h.nx, sizeof(double));
+			double *dw = calloc((size_t)nw, sizeof(double));
+			double *db = calloc((size_t)rf.OC, sizeof(double));
+			ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+			for (int64_t i = 0; i < h.ny; i++) {
+				int64_t o = i / (rf.OH * rf.OW) % rf.OC;
+				y[i] += b->data[o];
+				db[o] += h.gy[i];
+			}
+			ref_visit(&rf, REF_DX, dx, NULL, w->data, h.gy);
+			ref_visit(&rf, REF_DW, dw, h.x, NULL, h.gy);
+			ck_assert_msg(rel_err_d(h.y, y, h.ny) < 1e-5, "%s {%s}, %d threads: y off by %g",
+				      t[k].op, t[k].hps, threads, rel_err_d(h.y, y, h.ny));
+			ck_assert_msg(rel_err_d(h.dx, dx, h.nx) < 1e-5, "%s {%s}, %d threads: dx off by %g",
+				      t[k].op, t[k].hps, threads, rel_err_d(h.dx, dx, h.nx));
+			ck_assert_msg(rel_err_d(w->grad, dw, nw) < 1e-5, "%s {%s}, %d threads: dw off by %g",
+				      t[k].op, t[k].hps, threads, rel_err_d(w->grad, dw, nw));
+			ck_assert_msg(rel_err_d(b->grad, db, rf.OC) < 1e-5, "%s: db", t[k].op);
+			free(y);
+			free(dx);
+			free(dw);
+			free(db);
+			h_free(&h);
+		}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* ---- bad hyperparameters and inputs ---- */
 
 /* Expects infer to fail with DL_EINPUT and a message "test:1:COL: OP: ..."
@@ -728,6 +877,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_param_init);
 	tcase_add_test(tc, test_conv_batch_consistency);
 	tcase_add_test(tc, test_conv_threads);
+	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_errors);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1,7 +1,9 @@
 /* Convolutions: conv1d, conv2d and their transposes. General convolutions
- * lower to GEMM (im2col, then dl_sgemm per image and group); depthwise ones
- * (one input channel per group) run a direct loop, since a GEMM with one
- * row of K is the wrong shape. 1D ops are the 2D kernels with H = 1. */
+ * lower to GEMM through dl_sgemm: im2col over tiles of output rows, or
+ * Winograd F(2x2, 3x3) for 3x3 stride-1 layers; depthwise ones (one input
+ * channel per group) run a direct loop, since a GEMM with one row of K is
+ * the wrong shape. 1D ops are the 2D kernels with H = 1. Scratch comes
+ * from the planned workspace, one slot per thread. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -355,30 +357,32 @@ DL_CLONES static void im2col(float *restrict col, const float *restrict img,
 	}
 }
 
-/* The adjoint of im2col over the whole grid: img += col scattered back
- * (taps outside the image dropped). */
+/* The adjoint of im2col for grid rows [oh0, oh1): img += col scattered
+ * back (taps outside the image dropped). col [C kh kw, (oh1 - oh0) OW]. */
 DL_CLONES static void col2im(float *restrict img, const float *restrict col,
-		   const struct win *w)
+			     const struct win *w, int64_t oh0, int64_t oh1)
 {
-	int64_t cols = w->OH * w->OW;
+	int64_t cols = (oh1 - oh0) * w->OW;
 	for (int64_t c = 0; c < w->C; c++) {
 		float *plane = img + c * w->H * w->W;
 		for (int64_t i = 0; i < w->kh; i++)
 			for (int64_t j = 0; j < w->kw; j++) {
 				const float *src = col + ((c * w->kh + i) * w->kw + j) * cols;
-				int64_t off = j * w->dw - w->pw, lo, hi;
-				col_range(w->OW, w->W, w->sw, off, &lo, &hi);
-				for (int64_t oh = 0; oh < w->OH; oh++, src += w->OW) {
+				int64_t off = j * w->dw - w->pw, lo, hi, sw = w->sw;
+				col_range(w->OW, w->W, sw, off, &lo, &hi);
+				for (int64_t oh = oh0; oh < oh1; oh++, src += w->OW) {
 					int64_t ih = oh * w->sh - w->ph + i * w->dh;
 					if (ih < 0 || ih >= w->H)
 						continue;
 					float *dst = plane + ih * w->W + off;
-					if (w->sw == 1)
+					if (sw == 1) {
+						#pragma omp simd
 						for (int64_t ow = lo; ow < hi; ow++)
 							dst[ow] += src[ow];
-					else
+					} else {
 						for (int64_t ow = lo; ow < hi; ow++)
-							dst[ow * w->sw] += src[ow];
+							dst[ow * sw] += src[ow];
+					}
 				}
 			}
 	}
@@ -602,19 +606,40 @@ static int thread_id(void)
 #endif
 }
 
-/* Floats of im2col columns per forward tile: a tile of output rows whose
- * columns stay in L2 between im2col and the GEMM that reads them. */
-#define TILE_FLOATS ((int64_t)48 * 1024)
+/* Floats of im2col columns per tile: a tile of grid rows whose columns
+ * stay in L2 between im2col and the GEMM that reads them, yet wide enough
+ * for the GEMM to run at speed (tuned on a 1 MB L2). */
+#define TILE_FLOATS ((int64_t)192 * 1024)
 
-/* Output rows per forward tile of a convolution with K rows of columns. */
-#include <stdlib.h>
-static int64_t tile_rows(const struct geom *g, int64_t K)
+/* Grid rows per tile, for K rows of columns and grid rows of width. */
+static int64_t tile_rows(int64_t K, int64_t rows, int64_t width)
 {
-	int64_t tf = getenv("DLTILE") ? atoll(getenv("DLTILE")) : TILE_FLOATS;
-	int64_t r = tf / (K * g->OW);
+	int64_t r = TILE_FLOATS / (K * width);
 	if (r < 1)
 		r = 1;
-	return r > g->OH ? g->OH : r;
+	return r > rows ? rows : r;
+}
+
+/* The im2col grid of a layer (the output of a convolution, the input of a
+ * transposed one), the rows of its columns (K), and its tile. */
+static int64_t grid_rows(const struct geom *g)
+{
+	return g->transposed ? g->H : g->OH;
+}
+
+static int64_t grid_width(const struct geom *g)
+{
+	return g->transposed ? g->W : g->OW;
+}
+
+static int64_t col_rows(const struct geom *g)
+{
+	return (g->transposed ? cout_g(g) : cin_g(g)) * g->kh * g->kw;
+}
+
+static int64_t tile_of(const struct geom *g)
+{
+	return tile_rows(col_rows(g), grid_rows(g), grid_width(g));
 }
 
 /* ---- Winograd F(2x2, 3x3) ---- */
@@ -637,7 +662,8 @@ static int winograd(const struct geom *g)
 #define WINO_TILES 64
 
 struct wino {
-	int64_t TH, TW, rows, T;   /* tile rows per block, tiles per block */
+	int64_t TH, TW;   /* tiles down and across */
+	int64_t rows, T;  /* tile rows per block; tiles per block */
 };
 
 static struct wino wino_plan(const struct geom *g)
@@ -645,7 +671,7 @@ static struct wino wino_plan(const struct geom *g)
 	struct wino p;
 	p.TH = (g->OH + 1) / 2;
 	p.TW = (g->OW + 1) / 2;
-	p.rows = (getenv("DLWT") ? atoll(getenv("DLWT")) : WINO_TILES) / p.TW;
+	p.rows = WINO_TILES / p.TW;
 	if (p.rows < 1)
 		p.rows = 1;
 	if (p.rows > p.TH)
@@ -668,26 +694,19 @@ static int64_t shared_floats(const struct geom *g)
 	return winograd(g) ? 16 * g->OC * cin_g(g) : 0;
 }
 
-/* Scratch floats per thread: forward im2col tiles (or Winograd blocks),
- * backward whole-image columns plus a private weight gradient, reduced at
- * the end. */
+/* Scratch floats per thread: a tile of im2col columns (or a Winograd
+ * block), then a private weight gradient for backward, summed over the
+ * threads at the end. */
 static int64_t slot_floats(const struct geom *g)
 {
-	int64_t Cg = cin_g(g), OCg = cout_g(g), kk = g->kh * g->kw;
-	int64_t wsize = g->OC * Cg * kk;   /* = C * OCg * kk when transposed */
+	int64_t wsize = g->OC * cin_g(g) * g->kh * g->kw;   /* = C OCg kh kw */
 	if (depthwise(g))
 		return 0;
-	if (g->transposed) {
-		int64_t K = OCg * kk;
-		return pointwise(g) ? wsize : K * g->H * g->W + wsize;
-	}
 	if (pointwise(g))
 		return wsize;
-	int64_t K = Cg * kk, fwd = K * tile_rows(g, K) * g->OW;
-	if (winograd(g))
-		fwd = wino_slot(g);
-	int64_t bwd = K * g->OH * g->OW + wsize;
-	return fwd > bwd ? fwd : bwd;
+	int64_t bwd = col_rows(g) * tile_of(g) * grid_width(g) + wsize;
+	/* forward uses the columns alone, or a Winograd block */
+	return winograd(g) && wino_slot(g) > bwd ? wino_slot(g) : bwd;
 }
 
 /* Threads the planned scratch allows for. */
@@ -921,7 +940,7 @@ static void conv_forward(float *y, const float *x, const float *w,
 	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
 	int pw1 = pointwise(g);
 	/* pointwise: tiles of columns straight from the input */
-	int64_t rows = pw1 ? (P < 4096 ? g->OH : (4096 + g->OW - 1) / g->OW) : tile_rows(g, K);
+	int64_t rows = pw1 ? (P < 4096 ? g->OH : (4096 + g->OW - 1) / g->OW) : tile_of(g);
 	if (rows > g->OH)
 		rows = g->OH;
 	int64_t tiles = (g->OH + rows - 1) / rows, units = g->N * g->G * tiles;
@@ -955,7 +974,8 @@ static void conv_forward(float *y, const float *x, const float *w,
 }
 
 /* dx += conv^T(dy), dw += dy (x)^T, db += sum dy; any may be NULL.
- * Units: image x group. */
+ * Units: image x group, each walking its tiles of output rows in turn (so
+ * col2im of neighbouring tiles never races). */
 static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 			  const float *x, const float *w, float *ws,
 			  const struct geom *g, int nt)
@@ -964,13 +984,14 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
 	int64_t wsize = g->OC * K, units = g->N * g->G;
 	int pw1 = pointwise(g);
+	int64_t rows = pw1 ? g->OH : tile_of(g);
 	struct win wn = conv_win(g);
 	if (db)
 		bias_backward(db, dy, g->N, g->OC, P, nt);
 	int par = nt > 1 && units >= nt;
 	int used = par ? nt : 1;
 	/* the private weight gradients sit after the columns of each slot */
-	int64_t part_off = pw1 ? 0 : K * P;
+	int64_t part_off = slot - wsize;
 	if (dw && par)
 		for (int t = 0; t < used; t++)
 			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
@@ -978,31 +999,39 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
 	for (int64_t u = 0; u < units; u++) {
 		int64_t nn = u / g->G, gi = u % g->G;
-		float *base = ws + (par ? thread_id() : 0) * slot;
+		float *col = ws + (par ? thread_id() : 0) * slot;
 		const float *xg = x + (nn * g->C + gi * Cg) * HW;
 		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
 		const float *wg = w + gi * OCg * K;
 		float *dxg = dx ? dx + (nn * g->C + gi * Cg) * HW : NULL;
-		float *col = base;
-		if (dw) {
-			const float *B = xg;
-			if (!pw1) {
-				im2col(col, xg, &wn, 0, g->OH);
-				B = col;
-			}
-			/* dW_g [OCg, K] += dy_g [OCg, P] col^T [P, K] */
-			float *dwg = par ? base + part_off + gi * OCg * K : dw + gi * OCg * K;
-			dl_sgemm(0, 1, (int)OCg, (int)K, (int)P, 1.0f, dyg, (int)P,
-				 B, (int)P, 1.0f, dwg, (int)K);
-		}
-		if (dxg && pw1) {
+		float *dwg = !dw ? NULL : par ? col + part_off + gi * OCg * K : dw + gi * OCg * K;
+		if (pw1) {
+			/* dW_g [OCg, Cg] += dy_g [OCg, HW] x_g^T [HW, Cg] */
+			if (dwg)
+				dl_sgemm(0, 1, (int)OCg, (int)K, (int)P, 1.0f, dyg, (int)P,
+					 xg, (int)P, 1.0f, dwg, (int)K);
 			/* dx_g [Cg, HW] += W_g^T [Cg, OCg] dy_g [OCg, HW] */
-			dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
-				 dyg, (int)P, 1.0f, dxg, (int)P);
-		} else if (dxg) {
-			dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
-				 dyg, (int)P, 0.0f, col, (int)P);
-			col2im(dxg, col, &wn);
+			if (dxg)
+				dl_sgemm(1, 0, (int)K, (int)P, (int)OCg, 1.0f, wg, (int)K,
+					 dyg, (int)P, 1.0f, dxg, (int)P);
+			continue;
+		}
+		for (int64_t oh0 = 0; oh0 < g->OH; oh0 += rows) {
+			int64_t oh1 = oh0 + rows < g->OH ? oh0 + rows : g->OH;
+			int64_t cols = (oh1 - oh0) * g->OW;
+			const float *dyt = dyg + oh0 * g->OW;
+			if (dwg) {
+				/* dW_g [OCg, K] += dy_t [OCg, cols] col^T [cols, K] */
+				im2col(col, xg, &wn, oh0, oh1);
+				dl_sgemm(0, 1, (int)OCg, (int)K, (int)cols, 1.0f, dyt, (int)P,
+					 col, (int)cols, 1.0f, dwg, (int)K);
+			}
+			if (dxg) {
+				/* dcol [K, cols] = W_g^T dy_t, scattered back */
+				dl_sgemm(1, 0, (int)K, (int)cols, (int)OCg, 1.0f, wg, (int)K,
+					 dyt, (int)P, 0.0f, col, (int)cols);
+				col2im(dxg, col, &wn, oh0, oh1);
+			}
 		}
 	}
 	blas_serial_end(saved);
@@ -1011,13 +1040,14 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 }
 
 /* Transposed: y [N, OC, OH, OW] = conv^T(x [N, C, H, W]) with
- * w [C, OC/G, kh, kw], cropped by (ph, pw) before. Units: image x group. */
+ * w [C, OC/G, kh, kw], cropped by (ph, pw) before. Units: image x group,
+ * each walking its tiles of input rows in turn. */
 static void convt_forward(float *y, const float *x, const float *w,
 			  const float *b, float *ws, const struct geom *g, int nt)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = OCg * g->kh * g->kw;
 	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
-	int64_t units = g->N * g->G;
+	int64_t units = g->N * g->G, rows = tile_of(g);
 	int pw1 = pointwise(g);
 	int par = nt > 1 && units >= nt;
 	struct win wn = convt_win(g);
@@ -1034,10 +1064,15 @@ static void convt_forward(float *y, const float *x, const float *w,
 				 xg, (int)HW, 0.0f, yg, (int)HW);
 		} else {
 			float *col = ws + (par ? thread_id() : 0) * slot;
-			dl_sgemm(1, 0, (int)K, (int)HW, (int)Cg, 1.0f, wg, (int)K, xg,
-				 (int)HW, 0.0f, col, (int)HW);
 			memset(yg, 0, (size_t)(OCg * P) * sizeof *yg);
-			col2im(yg, col, &wn);
+			for (int64_t h0 = 0; h0 < g->H; h0 += rows) {
+				int64_t h1 = h0 + rows < g->H ? h0 + rows : g->H;
+				int64_t cols = (h1 - h0) * g->W;
+				/* col [K, cols] = W_g^T x_t, scattered into the output */
+				dl_sgemm(1, 0, (int)K, (int)cols, (int)Cg, 1.0f, wg, (int)K,
+					 xg + h0 * g->W, (int)HW, 0.0f, col, (int)cols);
+				col2im(yg, col, &wn, h0, h1);
+			}
 		}
 		if (b)
 			add_bias_rows(yg, b + gi * OCg, OCg, P, P);
@@ -1053,12 +1088,13 @@ static void convt_backward(float *dx, float *dw, float *db, const float *dy,
 	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
 	int64_t wsize = g->C * K, units = g->N * g->G;
 	int pw1 = pointwise(g);
+	int64_t rows = pw1 ? g->H : tile_of(g);
 	struct win wn = convt_win(g);
 	if (db)
 		bias_backward(db, dy, g->N, g->OC, P, nt);
 	int par = nt > 1 && units >= nt;
 	int used = par ? nt : 1;
-	int64_t part_off = pw1 ? 0 : K * HW;
+	int64_t part_off = slot - wsize;
 	if (dw && par)
 		for (int t = 0; t < used; t++)
 			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
@@ -1066,24 +1102,29 @@ static void convt_backward(float *dx, float *dw, float *db, const float *dy,
 	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
 	for (int64_t u = 0; u < units; u++) {
 		int64_t nn = u / g->G, gi = u % g->G;
-		float *base = ws + (par ? thread_id() : 0) * slot;
+		float *col = ws + (par ? thread_id() : 0) * slot;
 		const float *xg = x + (nn * g->C + gi * Cg) * HW;
 		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
-		const float *B = dyg;
-		if (!pw1) {
-			im2col(base, dyg, &wn, 0, g->H);
-			B = base;
-		}
-		/* dx_g [Cg, HW] += W_g [Cg, K] col [K, HW] */
-		if (dx)
-			dl_sgemm(0, 0, (int)Cg, (int)HW, (int)K, 1.0f, w + gi * Cg * K,
-				 (int)K, B, (int)HW, 1.0f,
-				 dx + (nn * g->C + gi * Cg) * HW, (int)HW);
-		/* dW_g [Cg, K] += x_g [Cg, HW] col^T [HW, K] */
-		if (dw) {
-			float *dwg = par ? base + part_off + gi * Cg * K : dw + gi * Cg * K;
-			dl_sgemm(0, 1, (int)Cg, (int)K, (int)HW, 1.0f, xg, (int)HW, B,
-				 (int)HW, 1.0f, dwg, (int)K);
+		float *dwg = !dw ? NULL : par ? col + part_off + gi * Cg * K : dw + gi * Cg * K;
+		for (int64_t h0 = 0; h0 < g->H; h0 += rows) {
+			int64_t h1 = h0 + rows < g->H ? h0 + rows : g->H;
+			int64_t cols = (h1 - h0) * g->W;
+			const float *B = dyg;   /* pointwise: dy is the column matrix */
+			int64_t ldb = HW;
+			if (!pw1) {
+				im2col(col, dyg, &wn, h0, h1);
+				B = col;
+				ldb = cols;
+			}
+			/* dx_t [Cg, cols] += W_g [Cg, K] col [K, cols] */
+			if (dx)
+				dl_sgemm(0, 0, (int)Cg, (int)cols, (int)K, 1.0f, w + gi * Cg * K,
+					 (int)K, B, (int)ldb, 1.0f,
+					 dx + (nn * g->C + gi * Cg) * HW + h0 * g->W, (int)HW);
+			/* dW_g [Cg, K] += x_t [Cg, cols] col^T [cols, K] */
+			if (dwg)
+				dl_sgemm(0, 1, (int)Cg, (int)K, (int)cols, 1.0f, xg + h0 * g->W,
+					 (int)HW, B, (int)ldb, 1.0f, dwg, (int)K);
 		}
 	}
 	blas_serial_end(saved);

@@ -36,18 +36,26 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 {
 	double f;
 	int64_t i;
+	/* messages name the option as it was written: --batch-size on the
+	 * command line, batch_size in the model's train: mapping */
+	char shown[64];
+	int yaml = strstr(where, ": train: ") != NULL;
+	snprintf(shown, sizeof shown, "%s%s", yaml ? "" : "--", name);
+	for (char *p = shown; yaml && *p; p++)
+		if (*p == '-')
+			*p = '_';
 #define NUM(field, key, cond) \
 	if (strcmp(name, key) == 0) { \
 		if (dl_parse_float(val, &f) || !(cond)) \
-			return dl_error_set(err, DL_EINPUT, "%s--%s: bad value '%s'", where, key, val); \
+			return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s'", where, shown, val); \
 		c->field = f; \
 		return 0; \
 	}
 #define INT(field, key, lo) \
 	if (strcmp(name, key) == 0) { \
 		if (dl_parse_int(val, &i) || i < (lo)) \
-			return dl_error_set(err, DL_EINPUT, "%s--%s takes an integer >= %d, got '%s'", \
-					    where, key, (int)(lo), val); \
+			return dl_error_set(err, DL_EINPUT, "%s%s takes an integer >= %d, got '%s'", \
+					    where, shown, (int)(lo), val); \
 		c->field = i; \
 		return 0; \
 	}
@@ -87,20 +95,20 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 #undef STR
 	if (strcmp(name, "ignore-index") == 0) {
 		if (dl_parse_int(val, &i))
-			return dl_error_set(err, DL_EINPUT, "%s--ignore-index takes an integer", where);
+			return dl_error_set(err, DL_EINPUT, "%s%s takes an integer", where, shown);
 		c->ignore_index = i;
 		return 0;
 	}
 	if (strcmp(name, "weight-decay") == 0) {
 		if (dl_parse_float(val, &f) || f < 0)
-			return dl_error_set(err, DL_EINPUT, "%s--weight-decay: bad value '%s'", where, val);
+			return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s'", where, shown, val);
 		c->weight_decay = f;
 		c->wd_set = 1;
 		return 0;
 	}
 	if (strcmp(name, "eps") == 0) {
 		if (dl_parse_float(val, &f) || f < 0)
-			return dl_error_set(err, DL_EINPUT, "%s--eps: bad value '%s'", where, val);
+			return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s'", where, shown, val);
 		c->eps = f;
 		c->eps_set = 1;
 		return 0;
@@ -109,13 +117,13 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 		char a[64], b[64];
 		const char *comma = strchr(val, ',');
 		if (!comma || (size_t)(comma - val) >= sizeof a || strlen(comma + 1) >= sizeof b)
-			return dl_error_set(err, DL_EINPUT, "%s--betas takes B1,B2, got '%s'", where, val);
+			return dl_error_set(err, DL_EINPUT, "%s%s takes B1,B2, got '%s'", where, shown, val);
 		snprintf(a, sizeof a, "%.*s", (int)(comma - val), val);
 		snprintf(b, sizeof b, "%s", comma + 1);
 		if (dl_parse_float(a, &c->beta1) || dl_parse_float(b, &c->beta2) ||
 		    c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1)
-			return dl_error_set(err, DL_EINPUT, "%s--betas takes two numbers in [0, 1), got '%s'",
-					    where, val);
+			return dl_error_set(err, DL_EINPUT, "%s%s takes two numbers in [0, 1), got '%s'",
+					    where, shown, val);
 		c->betas_set = 1;
 		return 0;
 	}
@@ -132,7 +140,7 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 		c->shuffle = b;
 		return 0;
 	}
-	return dl_error_set(err, DL_EINPUT, "%s%s: unknown or bad training option '%s'", where, name, val);
+	return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s' (true or false)", where, shown, val);
 }
 
 /* The model's train: defaults, keys with underscores. */
@@ -459,11 +467,17 @@ static int setup(struct run *R, struct dl_error *err)
 		dl_error_clear(err);
 		return dl_error_set(err, DL_EINPUT, "%s: %s", c->data, msg);
 	}
-	struct dl_shape ys = R->train.yshape;
-	ys.d[0] = c->batch;
+	/* the whole label array against the output for all its samples */
+	struct dl_shape os = g->values[g->outputs[0]].shape;
+	os.d[0] = R->train.n;
 	int64_t rows, cols;
-	if ((rc = dl_loss_shape(R->loss, &g->values[g->outputs[0]].shape, &ys, &rows, &cols, err)) != 0)
-		return rc;
+	if ((rc = dl_loss_shape(R->loss, &os, &R->train.yshape, &rows, &cols, err)) != 0) {
+		char msg[sizeof err->msg];
+		snprintf(msg, sizeof msg, "%s", err->msg);
+		dl_error_clear(err);
+		return dl_error_set(err, DL_EINPUT, "%s: %s",
+				    strcmp(c->data, "-") == 0 ? "stdin" : c->labels ? c->labels : c->data, msg);
+	}
 	if (ids) {
 		const char *yname = c->labels ? c->labels : c->data;
 		rc = dl_loss_check_labels(R->train.ids, dl_shape_numel(&R->train.yshape), cols,
