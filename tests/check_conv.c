@@ -769,6 +769,40 @@ START_TEST(test_conv_large_reference)
 }
 END_TEST
 
+/* A batch of zero samples: empty outputs, no gradients, no crash. */
+START_TEST(test_zero_batch)
+{
+	struct { const char *op, *hps; int nd; int64_t in[4]; } t[] = {
+		{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1", 4, {0, 16, 6, 6}},
+		{"conv2d", "out_channels: 4, kernel_size: 3, stride: 2", 4, {0, 3, 6, 6}},
+		{"conv2d", "out_channels: 4, kernel_size: 3, groups: 4", 4, {0, 4, 6, 6}},
+		{"conv_transpose1d", "out_channels: 4, kernel_size: 3, stride: 2", 3, {0, 3, 6}},
+		{"max_pool2d", "kernel_size: 2", 4, {0, 3, 6, 6}},
+		{"avg_pool1d", "kernel_size: 2", 3, {0, 3, 6}},
+		{"adaptive_avg_pool2d", "output_size: 2", 4, {0, 3, 6, 6}},
+		{"upsample", "scale_factor: 2, mode: bilinear", 4, {0, 3, 6, 6}},
+		{"batch_norm2d", "", 4, {0, 3, 6, 6}},
+		{"layer_norm", "", 3, {0, 3, 6}},
+	};
+	int keep = dl_threads();
+	dl_set_threads(2);
+	for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+		struct harness h;
+		struct dl_error err = {0};
+		struct dl_shape xs = dl_shape_make(t[i].nd, t[i].in);
+		ck_assert_msg(h_setup(&h, t[i].op, t[i].hps, &xs, 1, &err) == 0, "%s", err.msg);
+		ck_assert(h.ny == 0);
+		h_forward(&h);
+		h_backward(&h);
+		for (int k = 0; k < h.n.n_params; k++)
+			if (h.n.params[k].buffer)
+				ck_assert(h.n.params[k].data[0] == 0.0f);   /* untouched */
+		h_free(&h);
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* ---- bad hyperparameters and inputs ---- */
 
 /* Expects infer to fail with DL_EINPUT and a message "test:1:COL: OP: ..."
@@ -878,6 +912,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_batch_consistency);
 	tcase_add_test(tc, test_conv_threads);
 	tcase_add_test(tc, test_conv_large_reference);
+	tcase_add_test(tc, test_zero_batch);
 	tcase_add_test(tc, test_errors);
 	suite_add_tcase(s, tc);
 	return s;

@@ -859,6 +859,8 @@ static void wino_forward(float *y, const float *x, const float *w,
 	struct wino p = wino_plan(g);
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
 	int64_t blocks = (p.TH + p.rows - 1) / p.rows, units = g->N * g->G * blocks;
+	if (units == 0)
+		return;
 	float *U = ws + (int64_t)nt * slot;
 	wino_weights(U, w, g->OC, Cg, nt);
 	if (units < nt)
