@@ -237,6 +237,36 @@ check "summary --json models/mlp.yaml: \"params\":1732" t_summary_json "$mlp" 17
 check "summary tests/data/cli/small.yaml: total parameters: 67" t_summary "$cli/small.yaml" 67
 check "summary --json small.yaml: \"params\":67" t_summary_json "$cli/small.yaml" 67
 
+# ---- bench ----
+
+t_bench() {
+	run_dlrun bench "$mlp" --batch-size 4 --iterations 5 --threads 1
+	expect_rc 0
+	grep -E '^start-up and loading: [0-9.]+ ms$' "$tmp/stdout" >/dev/null ||
+		fail "no start-up line"
+	grep -E '^per iteration: median [0-9.]+ ms, min [0-9.]+ ms, max [0-9.]+ ms$' \
+		"$tmp/stdout" >/dev/null || fail "no per-iteration line"
+	# one row per entry of models/mlp.yaml, with its share
+	for _e in fc1 fc2; do
+		grep -E "^$_e +linear +[0-9.]+ +[0-9.]+%$" "$tmp/stdout" >/dev/null ||
+			fail "no row for entry $_e"
+	done
+	return 0
+}
+t_bench_json() {
+	run_dlrun bench "$mlp" --json --train -b 3 -k 4
+	expect_rc 0
+	for _k in '"model":"mlp"' '"batch":3' '"iterations":4' '"train":true' \
+		'"startup_ms":' '"median_ms":' '"min_ms":' '"max_ms":' \
+		'"entries":[{"scope":"fc1","op":"linear","median_ms":' '"share":'; do
+		grep -F "$_k" "$tmp/stdout" >/dev/null || fail "no $_k in $(cat "$tmp/stdout")"
+	done
+	[ "$(wc -l <"$tmp/stdout")" -eq 1 ] || fail "not one line"
+	return 0
+}
+check "bench models/mlp.yaml: start-up, median, one row per entry" t_bench
+check "bench --json --train: the object of cli.md" t_bench_json
+
 # ---- init ----
 
 t_init_seed() {

@@ -5,10 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/graph.h"
 
 #define ALIGN 64
+
+static double seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static size_t align_up(size_t x)
 {
@@ -57,6 +65,7 @@ void dl_graph_free(struct dl_graph *g)
 	free(g->saved);
 	free(g->saved_off);
 	free(g->din);
+	free(g->prof);
 	for (int i = 0; i < g->n_train; i++) {
 		free(g->train[i].key);
 		free(g->train[i].val);
@@ -372,7 +381,10 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 		}
 		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
 		ctx->saved = ctx->train && g->saved ? g->saved + g->saved_off[i] : NULL;
+		double t0 = g->prof ? seconds() : 0;
 		n->op->forward(n, g->tin, &out, ctx);
+		if (g->prof)
+			g->prof[i] += seconds() - t0;
 	}
 }
 
@@ -426,9 +438,12 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		}
 		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
 		ctx->saved = g->saved ? g->saved + g->saved_off[i] : NULL;
+		double t0 = g->prof ? seconds() : 0;
 		n->op->backward(n, g->tin, &out,
 				(const float *)(g->grad_arena + g->values[n->out].offset),
 				g->din, ctx);
+		if (g->prof)
+			g->prof[i] += seconds() - t0;
 	}
 }
 

@@ -95,6 +95,10 @@ struct dl_graph {
 	size_t *saved_off;           /* [n_nodes] */
 	float **din;                 /* input-gradient pointers for one call */
 
+	double *prof;                /* [n_nodes] when not NULL: seconds spent
+	                              * in each node, added by every forward and
+	                              * backward (dlrun bench) */
+
 	int n_train;
 	struct dl_kv *train;
 };
