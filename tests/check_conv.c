@@ -1,7 +1,10 @@
 /* Convolution, pooling, upsampling and normalisation ops: PyTorch parity
- * on the fixtures of tools/gen_conv_fixtures.py (tests/data/conv), central
- * finite-difference gradient checks on the same cases, batch-norm running
- * statistics, and located errors for bad hyperparameters and inputs. */
+ * of forward and gradients on the fixtures of tools/gen_conv_fixtures.py
+ * (tests/data/conv/cases.txt), central finite-difference gradient checks
+ * on the same cases, output sizes, batch-norm modes and running
+ * statistics, default initialisation, the threaded and tiled paths
+ * against a naive reference, zero-sample batches, and located errors for
+ * bad hyperparameters and inputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -208,7 +208,9 @@ for d in "$parity"/*/; do
 			"$d/model.yaml"
 	fi
 done
-for m in "$gcdir"/*.yaml; do
+# the core ops, and convolution, pooling and normalisation (with batch
+# norm in training mode)
+for m in "$gcdir"/*.yaml "$srcdir"/tests/data/conv/gradcheck/*.yaml; do
 	[ -f "$m" ] || continue
 	n=${m##*/}
 	check "gradcheck ${n%.yaml}" gradcheck_ok "$m"

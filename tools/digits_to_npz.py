@@ -87,6 +87,11 @@ def main():
     write_npz(args.output, [("x", x[tr]), ("y", y[tr]),
                             ("x_val", x[va]), ("y_val", y[va])])
     print("%s: %d train, %d validation samples" % (args.output, len(tr), len(va)))
+    # the validation set as text too, for tests/models.sh (no Python there)
+    text = os.path.join(here, "..", "tests", "data", "digits")
+    os.makedirs(text, exist_ok=True)
+    np.savetxt(os.path.join(text, "x_val.txt"), x[va], fmt="%.9g")
+    np.savetxt(os.path.join(text, "y_val.txt"), y[va], fmt="%d")
 
 
 if __name__ == "__main__":
