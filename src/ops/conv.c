@@ -11,6 +11,7 @@
 #include "config.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "ops/spatial.h"
 
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 #include <cblas.h>
@@ -19,15 +20,6 @@
 #include <omp.h>
 #endif
 
-/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
- * picked when the program loads (GCC's target_clones); `omp simd` lets
- * them vectorise without -O3 or -ffast-math. Elsewhere: plain C. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-	defined(__x86_64__) && defined(__linux__)
-#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DL_CLONES
-#endif
 
 /* ---- hyperparameters (PyTorch's constructor names and defaults) ---- */
 
@@ -54,7 +46,6 @@ static const struct dl_hp_desc conv_hp[N_HP_T] = {
 
 /* Each geometric hyperparameter must stay below this, so that sizes and
  * products of a few of them never overflow int64. */
-#define GEOM_MAX ((int64_t)1 << 30)
 
 /* ---- geometry ---- */
 
@@ -99,69 +90,7 @@ static const char *dims_str(char *buf, size_t size, int nsp, int64_t a,
 	return buf;
 }
 
-/* An INTS hyperparameter as `nsp` values, each below GEOM_MAX. */
-static int tuple(const struct dl_node *n, int hp, int nsp, int64_t *v,
-		 struct dl_error *err)
-{
-	int rc = dl_hp_tuple(n, hp, nsp, v, err);
-	if (rc)
-		return rc;
-	for (int i = 0; i < nsp; i++)
-		if (v[i] >= GEOM_MAX)
-			return dl_node_error(err, n, hp, "%s %lld is too large",
-					     n->op->hp[hp].name, (long long)v[i]);
-	return 0;
-}
 
-/* Padding before and after each spatial dimension. `same` pads like ONNX's
- * SAME_UPPER: output ceil(L / stride), the odd cell after. */
-static int resolve_padding(const struct dl_node *n, int nsp, const int64_t *L,
-			   const int64_t *k, const int64_t *s, const int64_t *d,
-			   int64_t *pb, int64_t *pa, struct dl_error *err)
-{
-	const struct dl_hp_value *v = &n->hp[HP_PADDING];
-	switch (v->pad) {
-	case DL_PAD_VALID:
-		for (int i = 0; i < nsp; i++)
-			pb[i] = pa[i] = 0;
-		return 0;
-	case DL_PAD_SAME:
-		for (int i = 0; i < nsp; i++) {
-			int64_t out = (L[i] + s[i] - 1) / s[i];
-			int64_t total = (out - 1) * s[i] + d[i] * (k[i] - 1) + 1 - L[i];
-			if (total < 0)
-				total = 0;
-			pb[i] = total / 2;
-			pa[i] = total - pb[i];
-		}
-		return 0;
-	case DL_PAD_PAIRS:
-		if (v->n != nsp)
-			return dl_node_error(err, n, HP_PADDING,
-				"padding has %d [before, after] pairs; give %d, one per spatial dimension",
-				v->n, nsp);
-		for (int i = 0; i < nsp; i++) {
-			pb[i] = v->v[2 * i];
-			pa[i] = v->v[2 * i + 1];
-		}
-		break;
-	case DL_PAD_INTS:
-		if (!(v->scalar || v->n == 1) && v->n != nsp)
-			return dl_node_error(err, n, HP_PADDING,
-				"padding has %d values; give one, %d (one per spatial dimension), "
-				"or [before, after] pairs such as %s",
-				v->n, nsp, nsp == 1 ? "[[1, 2]]" : "[[1, 2], [0, 1]]");
-		for (int i = 0; i < nsp; i++)
-			pb[i] = pa[i] = v->scalar || v->n == 1 ? v->v[0] : v->v[i];
-		break;
-	}
-	for (int i = 0; i < nsp; i++)
-		if (pb[i] < 0 || pa[i] < 0 || pb[i] >= GEOM_MAX || pa[i] >= GEOM_MAX)
-			return dl_node_error(err, n, HP_PADDING,
-				"padding must be between 0 and %lld",
-				(long long)GEOM_MAX - 1);
-	return 0;
-}
 
 /* Checks the input and the hyperparameters and fills g. err may be NULL
  * (forward and backward recompute what infer already checked). */
@@ -206,18 +135,19 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 	L[0] = g->H;
 	L[nsp - 1] = g->W;
 	int rc;
-	if ((rc = tuple(n, HP_KERNEL, nsp, k, err)) || (rc = tuple(n, HP_STRIDE, nsp, s, err)) ||
-	    (rc = tuple(n, HP_DILATION, nsp, d, err)))
+	if ((rc = dl_spatial_tuple(n, HP_KERNEL, nsp, k, err)) ||
+	    (rc = dl_spatial_tuple(n, HP_STRIDE, nsp, s, err)) ||
+	    (rc = dl_spatial_tuple(n, HP_DILATION, nsp, d, err)))
 		return rc;
 	if (tr) {
 		if (hp[HP_PADDING].pad == DL_PAD_SAME || hp[HP_PADDING].pad == DL_PAD_VALID)
 			return dl_node_error(err, n, HP_PADDING,
 				"transposed convolutions take no 'same' or 'valid' padding; "
 				"give an integer, one per dimension, or [before, after] crop pairs");
-		if ((rc = tuple(n, HP_OUTPAD, nsp, op, err)))
+		if ((rc = dl_spatial_tuple(n, HP_OUTPAD, nsp, op, err)))
 			return rc;
 	}
-	if ((rc = resolve_padding(n, nsp, L, k, s, d, pb, pa, err)))
+	if ((rc = dl_spatial_padding(n, HP_PADDING, nsp, L, k, s, d, pb, pa, err)))
 		return rc;
 	for (int i = 0; i < nsp; i++) {
 		int64_t ek = d[i] * (k[i] - 1) + 1;    /* dilated kernel extent */

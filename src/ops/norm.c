@@ -7,21 +7,13 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "ops/spatial.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 
-/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
- * picked when the program loads (GCC's target_clones); `omp simd` lets
- * them vectorise (reductions included) without -O3 or -ffast-math. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-	defined(__x86_64__) && defined(__linux__)
-#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DL_CLONES
-#endif
 
 #define PAR_MIN 16384
 

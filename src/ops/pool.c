@@ -7,18 +7,9 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "ops/spatial.h"
 
-/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
- * picked when the program loads (GCC's target_clones); `omp simd` lets
- * them vectorise without -O3 or -ffast-math. Elsewhere: plain C. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-	defined(__x86_64__) && defined(__linux__)
-#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DL_CLONES
-#endif
 
-#define GEOM_MAX ((int64_t)1 << 30)
 
 /* Run a loop over planes in parallel when there is enough work. */
 #define PAR_MIN 16384
@@ -98,18 +89,6 @@ static int is_max(const struct dl_node *n)
 	return n->op->hp == max_hp;
 }
 
-static int tuple(const struct dl_node *n, int hp, int nsp, int64_t *v,
-		 struct dl_error *err)
-{
-	int rc = dl_hp_tuple(n, hp, nsp, v, err);
-	if (rc)
-		return rc;
-	for (int i = 0; i < nsp; i++)
-		if (v[i] >= GEOM_MAX)
-			return dl_node_error(err, n, hp, "%s %lld is too large",
-					     n->op->hp[hp].name, (long long)v[i]);
-	return 0;
-}
 
 static int pool_geometry(const struct dl_node *n, const struct dl_shape *in,
 			 struct pgeom *g, struct dl_error *err)
@@ -123,59 +102,20 @@ static int pool_geometry(const struct dl_node *n, const struct dl_shape *in,
 	int64_t L[2], k[2], s[2], d[2] = {1, 1}, pb[2] = {0, 0}, pa[2] = {0, 0}, o[2];
 	L[0] = g->H;
 	L[nsp - 1] = g->W;
-	if ((rc = tuple(n, hk, nsp, k, err)))
+	if ((rc = dl_spatial_tuple(n, hk, nsp, k, err)))
 		return rc;
 	if (n->hp[hs].set) {
-		if ((rc = tuple(n, hs, nsp, s, err)))
+		if ((rc = dl_spatial_tuple(n, hs, nsp, s, err)))
 			return rc;
 	} else {
 		for (int i = 0; i < nsp; i++)
 			s[i] = k[i];
 	}
-	if (mx && (rc = tuple(n, HP_DILATION, nsp, d, err)))
+	if (mx && (rc = dl_spatial_tuple(n, HP_DILATION, nsp, d, err)))
 		return rc;
 
-	const struct dl_hp_value *v = &n->hp[hpad];
-	switch (v->pad) {
-	case DL_PAD_VALID:
-		for (int i = 0; i < nsp; i++)
-			pb[i] = pa[i] = 0;
-		break;
-	case DL_PAD_SAME:
-		/* ONNX SAME_UPPER: output ceil(L / s), the odd cell after */
-		for (int i = 0; i < nsp; i++) {
-			int64_t out = (L[i] + s[i] - 1) / s[i];
-			int64_t total = (out - 1) * s[i] + d[i] * (k[i] - 1) + 1 - L[i];
-			if (total < 0)
-				total = 0;
-			pb[i] = total / 2;
-			pa[i] = total - pb[i];
-		}
-		break;
-	case DL_PAD_PAIRS:
-		if (v->n != nsp)
-			return dl_node_error(err, n, hpad,
-				"padding has %d [before, after] pairs; give %d, one per spatial dimension",
-				v->n, nsp);
-		for (int i = 0; i < nsp; i++) {
-			pb[i] = v->v[2 * i];
-			pa[i] = v->v[2 * i + 1];
-		}
-		break;
-	case DL_PAD_INTS:
-		if (!(v->scalar || v->n == 1) && v->n != nsp)
-			return dl_node_error(err, n, hpad,
-				"padding has %d values; give one, %d (one per spatial dimension), "
-				"or [before, after] pairs such as %s",
-				v->n, nsp, nsp == 1 ? "[[1, 2]]" : "[[1, 2], [0, 1]]");
-		for (int i = 0; i < nsp; i++)
-			pb[i] = pa[i] = v->scalar || v->n == 1 ? v->v[0] : v->v[i];
-		break;
-	}
-	for (int i = 0; i < nsp; i++)
-		if (pb[i] < 0 || pa[i] < 0 || pb[i] >= GEOM_MAX || pa[i] >= GEOM_MAX)
-			return dl_node_error(err, n, hpad, "padding must be between 0 and %lld",
-					     (long long)GEOM_MAX - 1);
+	if ((rc = dl_spatial_padding(n, hpad, nsp, L, k, s, d, pb, pa, err)))
+		return rc;
 
 	int ceil_mode = (int)n->hp[hceil].i;
 	for (int i = 0; i < nsp; i++) {
@@ -526,7 +466,7 @@ static int adaptive_geometry(const struct dl_node *n, const struct dl_shape *in,
 	memset(g, 0, sizeof *g);
 	if ((rc = planes(n, in, nsp, &g->N, &g->C, &g->H, &g->W, err)))
 		return rc;
-	if ((rc = tuple(n, 0, nsp, o, err)))
+	if ((rc = dl_spatial_tuple(n, 0, nsp, o, err)))
 		return rc;
 	g->OH = nsp == 1 ? 1 : o[0];
 	g->OW = o[nsp - 1];

@@ -1,0 +1,63 @@
+/* Shared by conv.c and pool.c: bounded tuples and padding resolution. */
+#include "ops/spatial.h"
+
+int dl_spatial_tuple(const struct dl_node *n, int hp, int nsp, int64_t *v,
+		     struct dl_error *err)
+{
+	int rc = dl_hp_tuple(n, hp, nsp, v, err);
+	if (rc)
+		return rc;
+	for (int i = 0; i < nsp; i++)
+		if (v[i] >= GEOM_MAX)
+			return dl_node_error(err, n, hp, "%s %lld is too large",
+					     n->op->hp[hp].name, (long long)v[i]);
+	return 0;
+}
+
+int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
+		       const int64_t *L, const int64_t *k, const int64_t *s,
+		       const int64_t *d, int64_t *pb, int64_t *pa,
+		       struct dl_error *err)
+{
+	const struct dl_hp_value *v = &n->hp[hp];
+	switch (v->pad) {
+	case DL_PAD_VALID:
+		for (int i = 0; i < nsp; i++)
+			pb[i] = pa[i] = 0;
+		return 0;
+	case DL_PAD_SAME:
+		for (int i = 0; i < nsp; i++) {
+			int64_t out = (L[i] + s[i] - 1) / s[i];
+			int64_t total = (out - 1) * s[i] + d[i] * (k[i] - 1) + 1 - L[i];
+			if (total < 0)
+				total = 0;
+			pb[i] = total / 2;
+			pa[i] = total - pb[i];
+		}
+		return 0;
+	case DL_PAD_PAIRS:
+		if (v->n != nsp)
+			return dl_node_error(err, n, hp,
+				"padding has %d [before, after] pairs; give %d, one per spatial dimension",
+				v->n, nsp);
+		for (int i = 0; i < nsp; i++) {
+			pb[i] = v->v[2 * i];
+			pa[i] = v->v[2 * i + 1];
+		}
+		break;
+	case DL_PAD_INTS:
+		if (!(v->scalar || v->n == 1) && v->n != nsp)
+			return dl_node_error(err, n, hp,
+				"padding has %d values; give one, %d (one per spatial dimension), "
+				"or [before, after] pairs such as %s",
+				v->n, nsp, nsp == 1 ? "[[1, 2]]" : "[[1, 2], [0, 1]]");
+		for (int i = 0; i < nsp; i++)
+			pb[i] = pa[i] = v->scalar || v->n == 1 ? v->v[0] : v->v[i];
+		break;
+	}
+	for (int i = 0; i < nsp; i++)
+		if (pb[i] < 0 || pa[i] < 0 || pb[i] >= GEOM_MAX || pa[i] >= GEOM_MAX)
+			return dl_node_error(err, n, hp, "padding must be between 0 and %lld",
+					     (long long)GEOM_MAX - 1);
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* What the convolution-like op families share: the vectorised-clone
+ * attribute for hot loops, bounded spatial tuples, and padding resolution
+ * in all the forms of model-format.md (int, list, same, valid, pairs). */
+#ifndef DL_SPATIAL_H
+#define DL_SPATIAL_H
+
+#include <stdint.h>
+
+#include "engine/op.h"
+
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
+ * picked when the program loads (GCC's target_clones); `omp simd` lets
+ * them vectorise (reductions included) without -O3 or -ffast-math.
+ * Elsewhere: plain C. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+	defined(__x86_64__) && defined(__linux__)
+#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DL_CLONES
+#endif
+
+/* Every spatial size, kernel, stride, dilation and padding stays below
+ * this, so index arithmetic on them never overflows. */
+#define GEOM_MAX ((int64_t)1 << 30)
+
+/* The INTS hyperparameter hp as nsp values, each below GEOM_MAX. */
+int dl_spatial_tuple(const struct dl_node *n, int hp, int nsp, int64_t *v,
+		     struct dl_error *err);
+
+/* Padding before (pb) and after (pa) each of the nsp spatial dimensions of
+ * sizes L, for kernel k, stride s and dilation d, from the PADDING
+ * hyperparameter hp. `same` pads like ONNX's SAME_UPPER: output
+ * ceil(L / s), the odd cell after. */
+int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
+		       const int64_t *L, const int64_t *k, const int64_t *s,
+		       const int64_t *d, int64_t *pb, int64_t *pa,
+		       struct dl_error *err);
+
+#endif
