@@ -201,9 +201,30 @@ START_TEST(plan_reuses_without_overlap)
 			ck_assert_msg(!(live_together && share && a->bytes && b->bytes),
 				      "values %d and %d overlap", u, v);
 		}
-	/* keep_all for training: nothing shared at all */
+	/* a training plan: activations and gradients whose lifetimes over the
+	 * forward and backward steps meet never share bytes, and memory is
+	 * still reused (gradients die as backward passes their producers) */
 	ck_assert_int_eq(dl_graph_plan(g, 1, &err), 0);
-	ck_assert_uint_ge(g->arena_bytes, sum);
+	struct span { size_t off, bytes; int t0, t1; } sp[256];
+	int ns = 0;
+	for (int v = g->n_inputs; v < g->n_values && ns < 254; v++) {
+		const struct dl_value *x = &g->values[v];
+		sp[ns++] = (struct span){x->offset, x->bytes, x->t0, x->t1};
+		sp[ns++] = (struct span){x->goffset, x->bytes, x->g0, x->g1};
+		ck_assert_int_le(x->t0, x->t1);
+		ck_assert_int_le(x->g0, x->g1);
+		/* a linear's input stays until its backward, which reads it */
+	}
+	for (int a = 0; a < ns; a++)
+		for (int b = a + 1; b < ns; b++) {
+			int meet = sp[a].t0 <= sp[b].t1 && sp[b].t0 <= sp[a].t1;
+			int share = sp[a].off < sp[b].off + sp[b].bytes &&
+				    sp[b].off < sp[a].off + sp[a].bytes;
+			ck_assert_msg(!(meet && share && sp[a].bytes && sp[b].bytes),
+				      "training buffers %d and %d overlap", a, b);
+		}
+	ck_assert_msg(g->arena_bytes < 2 * sum, "training arena %zu, all buffers %zu",
+		      g->arena_bytes, 2 * sum);
 	dl_graph_free(g);
 }
 END_TEST

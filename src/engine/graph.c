@@ -61,7 +61,6 @@ void dl_graph_free(struct dl_graph *g)
 	free(g->arena);
 	free(g->ws);
 	free(g->tin);
-	free(g->grad_arena);
 	free(g->saved);
 	free(g->saved_off);
 	free(g->din);
@@ -213,11 +212,11 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 
 struct block {
 	size_t off, size;
-	int value;
+	int item;
 };
 
 /* First fit among the gaps between live blocks (kept sorted by offset). */
-static size_t place(struct block *live, int *n_live, int value, size_t size)
+static size_t place(struct block *live, int *n_live, int item, size_t size)
 {
 	size_t off = 0;
 	int at = 0;
@@ -229,15 +228,15 @@ static size_t place(struct block *live, int *n_live, int value, size_t size)
 			off = end;
 	}
 	memmove(&live[at + 1], &live[at], (size_t)(*n_live - at) * sizeof *live);
-	live[at] = (struct block){off, size, value};
+	live[at] = (struct block){off, size, item};
 	(*n_live)++;
 	return off;
 }
 
-static void release(struct block *live, int *n_live, int value)
+static void release(struct block *live, int *n_live, int item)
 {
 	for (int i = 0; i < *n_live; i++)
-		if (live[i].value == value) {
+		if (live[i].item == item) {
 			memmove(&live[i], &live[i + 1],
 				(size_t)(*n_live - i - 1) * sizeof *live);
 			(*n_live)--;
@@ -245,19 +244,131 @@ static void release(struct block *live, int *n_live, int value)
 		}
 }
 
-/* A keep_all plan also gets the activation gradients and saved state. */
-static int plan_training(struct dl_graph *g, size_t top, int max_in,
-			 struct dl_error *err)
+/* Lifetimes of every activation (and, training, its gradient) in steps:
+ * forward of node i is step i, the loss step n, backward of node i step
+ * 2n - i. */
+static void lifetimes(struct dl_graph *g, int train)
 {
-	if (top + ALIGN > g->grad_cap) {
-		free(g->grad_arena);
-		g->grad_cap = top + ALIGN;
-		g->grad_arena = aligned_alloc(ALIGN, align_up(g->grad_cap));
-		if (!g->grad_arena) {
-			g->grad_cap = 0;
-			return dl_error_set(err, DL_ERUN, "out of memory for gradients");
+	int n = g->n_nodes, forever = 2 * n + 1;
+	for (int v = 0; v < g->n_values; v++) {
+		struct dl_value *x = &g->values[v];
+		x->last_use = -1;
+		x->g1 = -1;     /* max consumer, for now */
+	}
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < g->nodes[i].n_in; k++)
+			g->values[g->nodes[i].in[k]].last_use = i;
+	for (int v = g->n_inputs; v < g->n_values; v++) {
+		struct dl_value *x = &g->values[v];
+		int p = x->producer;
+		x->t0 = p;
+		x->t1 = x->last_use >= 0 ? x->last_use : p;
+		if (x->pinned)
+			x->t1 = train ? (x->t1 > n ? x->t1 : n) : forever;
+		if (!train)
+			continue;
+		if (!(g->nodes[p].op->flags & DL_OP_BWD_NO_OUTPUT) && 2 * n - p > x->t1)
+			x->t1 = 2 * n - p;
+		if (x->pinned && x->t1 < 2 * n - p)
+			x->t1 = 2 * n - p;    /* the caller may read outputs after backward */
+		/* gradient: written first by the last consumer's backward (or the
+		 * loss, for an output), read last by the producer's */
+		x->g0 = x->last_use >= 0 ? 2 * n - x->last_use : 2 * n - p;
+		if (x->pinned)
+			x->g0 = n;
+		x->g1 = 2 * n - p;
+	}
+	if (!train)
+		return;
+	for (int c = 0; c < n; c++) {
+		if (g->nodes[c].op->flags & DL_OP_BWD_NO_INPUTS)
+			continue;
+		for (int k = 0; k < g->nodes[c].n_in; k++) {
+			struct dl_value *x = &g->values[g->nodes[c].in[k]];
+			if (x->producer >= 0 && 2 * n - c > x->t1)
+				x->t1 = 2 * n - c;
 		}
 	}
+}
+
+/* The arena: items (activation v is item 2v, its gradient 2v + 1) are
+ * placed at their first step and released after their last, so buffers
+ * whose lifetimes do not meet share memory. Returns the arena's size. */
+static int layout(struct dl_graph *g, int train, size_t *top, struct dl_error *err)
+{
+	int steps = 2 * g->n_nodes + 2, n_items = 2 * g->n_values;
+	struct block *live = malloc((size_t)(n_items + 1) * sizeof *live);
+	int *order = malloc((size_t)(n_items + 1) * sizeof *order);
+	int *first = calloc((size_t)steps + 1, sizeof *first);
+	if (!live || !order || !first) {
+		free(live);
+		free(order);
+		free(first);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	/* items bucketed by start step (counting sort) */
+	for (int it = 0; it < n_items; it++) {
+		int v = it / 2;
+		if (v < g->n_inputs || (it % 2 && !train))
+			continue;
+		int start = it % 2 ? g->values[v].g0 : g->values[v].t0;
+		first[start + 1]++;
+	}
+	for (int st = 0; st < steps; st++)
+		first[st + 1] += first[st];
+	int *fill = calloc((size_t)steps, sizeof *fill);
+	if (!fill) {
+		free(live);
+		free(order);
+		free(first);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	for (int it = 0; it < n_items; it++) {
+		int v = it / 2;
+		if (v < g->n_inputs || (it % 2 && !train))
+			continue;
+		int start = it % 2 ? g->values[v].g0 : g->values[v].t0;
+		order[first[start] + fill[start]++] = it;
+	}
+	int n_live = 0;
+	size_t bytes = 0, peak = 0;
+	*top = 0;
+	for (int st = 0; st < steps; st++) {
+		for (int j = first[st]; j < first[st + 1]; j++) {
+			int it = order[j];
+			struct dl_value *x = &g->values[it / 2];
+			size_t off = place(live, &n_live, it, x->bytes);
+			if (it % 2)
+				x->goffset = off;
+			else
+				x->offset = off;
+			if (off + x->bytes > *top)
+				*top = off + x->bytes;
+			bytes += x->bytes;
+			if (bytes > peak)
+				peak = bytes;
+		}
+		/* release what ends here (after what starts here was placed) */
+		for (int i = n_live - 1; i >= 0; i--) {
+			int it = live[i].item;
+			const struct dl_value *x = &g->values[it / 2];
+			if ((it % 2 ? x->g1 : x->t1) <= st) {
+				bytes -= x->bytes;
+				release(live, &n_live, it);
+			}
+		}
+	}
+	g->act_bytes = peak;
+	free(live);
+	free(order);
+	free(first);
+	free(fill);
+	return 0;
+}
+
+/* A training plan's saved state and input-gradient pointers. */
+static int plan_training(struct dl_graph *g, int max_in, struct dl_error *err)
+{
 	if (!g->saved_off && !(g->saved_off = calloc((size_t)g->n_nodes + 1, sizeof *g->saved_off)))
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	size_t saved = 0;
@@ -280,62 +391,25 @@ static int plan_training(struct dl_graph *g, size_t top, int max_in,
 	return 0;
 }
 
-int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err)
+int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
 		return dl_error_set(err, DL_ERUN, "internal: plan before shape inference");
-	g->keep_all = keep_all;
-	for (int v = 0; v < g->n_values; v++) {
-		g->values[v].last_use = -1;
+	g->train_plan = train;
+	for (int v = 0; v < g->n_values; v++)
 		g->values[v].bytes = align_up((size_t)dl_shape_numel(&g->values[v].shape) * sizeof(float));
-	}
-	for (int i = 0; i < g->n_nodes; i++)
-		for (int k = 0; k < g->nodes[i].n_in; k++)
-			g->values[g->nodes[i].in[k]].last_use = i;
-
-	struct block *live = malloc((size_t)(g->n_values + 1) * sizeof *live);
-	if (!live)
-		return dl_error_set(err, DL_ERUN, "out of memory");
-	int n_live = 0, max_in = 1;
+	lifetimes(g, train);
 	size_t top = 0, ws = 0;
-	g->act_bytes = 0;
-	size_t live_bytes = 0;
+	int rc = layout(g, train, &top, err);
+	if (rc)
+		return rc;
+	int max_in = 1;
 	for (int i = 0; i < g->n_nodes; i++) {
-		struct dl_node *n = &g->nodes[i];
-		struct dl_value *out = &g->values[n->out];
-		out->offset = place(live, &n_live, n->out, out->bytes);
-		live_bytes += out->bytes;
-		if (live_bytes > g->act_bytes)
-			g->act_bytes = live_bytes;
-		if (out->offset + out->bytes > top)
-			top = out->offset + out->bytes;
-		if (n->ws_bytes > ws)
-			ws = n->ws_bytes;
-		if (n->n_in > max_in)
-			max_in = n->n_in;
-		if (keep_all)
-			continue;
-		/* inputs that die here, and an output nobody reads */
-		for (int k = 0; k < n->n_in; k++) {
-			int v = n->in[k];
-			if (v >= g->n_inputs && g->values[v].last_use == i &&
-			    !g->values[v].pinned && g->values[v].producer >= 0) {
-				int dup = 0;
-				for (int j = 0; j < k; j++)
-					dup |= n->in[j] == v;
-				if (!dup) {
-					release(live, &n_live, v);
-					live_bytes -= g->values[v].bytes;
-				}
-			}
-		}
-		if (out->last_use < 0 && !out->pinned) {
-			release(live, &n_live, n->out);
-			live_bytes -= out->bytes;
-		}
+		if (g->nodes[i].ws_bytes > ws)
+			ws = g->nodes[i].ws_bytes;
+		if (g->nodes[i].n_in > max_in)
+			max_in = g->nodes[i].n_in;
 	}
-	free(live);
-
 	if (top + ALIGN > g->arena_cap) {
 		free(g->arena);
 		g->arena_cap = top + ALIGN;
@@ -363,13 +437,16 @@ int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err)
 			return dl_error_set(err, DL_ERUN, "out of memory");
 		g->tin_cap = max_in;
 	}
-	for (int v = g->n_inputs; v < g->n_values; v++)
+	for (int v = g->n_inputs; v < g->n_values; v++) {
 		g->values[v].data = (float *)(g->arena + g->values[v].offset);
-	return keep_all ? plan_training(g, top, max_in, err) : 0;
+		g->values[v].grad = train ? (float *)(g->arena + g->values[v].goffset) : NULL;
+	}
+	return train ? plan_training(g, max_in, err) : 0;
 }
 
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 {
+	g->first_bad = -1;
 	for (int i = 0; i < g->n_inputs; i++)
 		g->values[i].data = in[i];
 	ctx->ws = g->ws;
@@ -385,6 +462,14 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 		n->op->forward(n, g->tin, &out, ctx);
 		if (g->prof)
 			g->prof[i] += seconds() - t0;
+		if (g->watch_finite && g->first_bad < 0) {
+			int64_t c = dl_shape_numel(&out.shape);
+			for (int64_t j = 0; j < c; j++)
+				if (!isfinite(out.data[j])) {
+					g->first_bad = i;
+					break;
+				}
+		}
 	}
 }
 
@@ -413,35 +498,49 @@ void dl_graph_zero_grad(struct dl_graph *g)
 		memset(g->grad_block, 0, g->n_param_floats * sizeof(float));
 }
 
+/* Zeroes the gradient of value v when its lifetime starts at `step` (its
+ * buffer may hold another value's bytes until then). */
+static void zero_grad_at(struct dl_graph *g, int v, int step)
+{
+	struct dl_value *x = &g->values[v];
+	if (v >= g->n_inputs && x->g0 == step)
+		memset(x->grad, 0, (size_t)dl_shape_numel(&x->shape) * sizeof(float));
+}
+
 void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		       float *const *din_in, struct dl_ctx *ctx)
 {
-	memset(g->grad_arena, 0, g->arena_bytes);
+	int n = g->n_nodes;
+	for (int k = 0; k < g->n_outputs; k++)
+		zero_grad_at(g, g->outputs[k], n);
 	for (int k = 0; k < g->n_outputs; k++) {
 		int v = g->outputs[k];
 		if (!dout || !dout[k] || v < g->n_inputs)
 			continue;
-		float *gv = (float *)(g->grad_arena + g->values[v].offset);
+		float *gv = g->values[v].grad;
 		int64_t c = dl_shape_numel(&g->values[v].shape);
 		for (int64_t j = 0; j < c; j++)
 			gv[j] += dout[k][j];
 	}
 	ctx->ws = g->ws;
-	for (int i = g->n_nodes - 1; i >= 0; i--) {
-		struct dl_node *n = &g->nodes[i];
-		for (int k = 0; k < n->n_in; k++) {
-			int v = n->in[k];
+	for (int i = n - 1; i >= 0; i--) {
+		struct dl_node *nd = &g->nodes[i];
+		int step = 2 * n - i;
+		zero_grad_at(g, nd->out, step);  /* an output nobody reads */
+		for (int k = 0; k < nd->n_in; k++) {
+			int v = nd->in[k], dup = 0;
+			for (int j = 0; j < k; j++)
+				dup |= nd->in[j] == v;
+			if (!dup)
+				zero_grad_at(g, v, step);
 			g->tin[k].shape = g->values[v].shape;
 			g->tin[k].data = g->values[v].data;
-			g->din[k] = v < g->n_inputs ? (din_in ? din_in[v] : NULL)
-						    : (float *)(g->grad_arena + g->values[v].offset);
+			g->din[k] = v < g->n_inputs ? (din_in ? din_in[v] : NULL) : g->values[v].grad;
 		}
-		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
+		struct dl_tensor out = {g->values[nd->out].shape, g->values[nd->out].data};
 		ctx->saved = g->saved ? g->saved + g->saved_off[i] : NULL;
 		double t0 = g->prof ? seconds() : 0;
-		n->op->backward(n, g->tin, &out,
-				(const float *)(g->grad_arena + g->values[n->out].offset),
-				g->din, ctx);
+		nd->op->backward(nd, g->tin, &out, g->values[nd->out].grad, g->din, ctx);
 		if (g->prof)
 			g->prof[i] += seconds() - t0;
 	}
@@ -449,14 +548,7 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 
 int dl_graph_first_nonfinite(const struct dl_graph *g)
 {
-	for (int i = 0; i < g->n_nodes; i++) {
-		const struct dl_value *v = &g->values[g->nodes[i].out];
-		int64_t c = dl_shape_numel(&v->shape);
-		for (int64_t j = 0; j < c; j++)
-			if (!isfinite(v->data[j]))
-				return i;
-	}
-	return -1;
+	return g->first_bad;
 }
 
 /* ---- parameters ---- */

@@ -13,11 +13,17 @@ struct dl_value {
 	struct dl_shape shape;
 	float *data;       /* set by dl_graph_plan (arena) or dl_graph_forward
 	                    * (model inputs: the caller's buffers) */
+	float *grad;       /* its gradient, in the arena (training plans) */
 	int producer;      /* node index; -1 for a model input */
 	int last_use;      /* last node reading it, for buffer reuse */
 	int pinned;        /* a model output: kept to the end */
-	size_t offset;     /* in the arena */
+	size_t offset;     /* of data in the arena */
+	size_t goffset;    /* of grad in the arena */
 	size_t bytes;
+	/* Lifetimes in steps: forward of node i is step i; the loss is step
+	 * n_nodes; backward of node i is step 2 n_nodes - i. */
+	int t0, t1;        /* data */
+	int g0, g1;        /* grad (training plans) */
 };
 
 struct dl_input_spec {
@@ -77,7 +83,9 @@ struct dl_graph {
 
 	/* Memory plan for the current shapes. */
 	int shapes_ready;
-	int keep_all;                /* training: every value kept */
+	int train_plan;              /* the plan holds gradients and keeps
+	                              * activations until backward is done
+	                              * with them */
 	char *arena;
 	size_t arena_bytes, arena_cap;
 	size_t act_bytes;            /* peak bytes of live activations */
@@ -86,15 +94,15 @@ struct dl_graph {
 	struct dl_tensor *tin;       /* input views for one node call */
 	int tin_cap;
 
-	/* Training (a keep_all plan): the gradient of every activation, laid
-	 * out like the arena, and what each node saves for its backward. */
-	char *grad_arena;
-	size_t grad_cap;
+	/* Training plans: what each node saves for its backward. */
 	char *saved;
 	size_t saved_cap;
 	size_t *saved_off;           /* [n_nodes] */
 	float **din;                 /* input-gradient pointers for one call */
 
+	int watch_finite;            /* forward records first_bad (training) */
+	int first_bad;               /* first node whose output was not
+	                              * finite in the last forward, or -1 */
 	double *prof;                /* [n_nodes] when not NULL: seconds spent
 	                              * in each node, added by every forward and
 	                              * backward (dlrun bench) */
@@ -112,9 +120,11 @@ void dl_graph_free(struct dl_graph *g);
 int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 		   struct dl_error *err);
 /* Lays out activations for the shapes of the last dl_graph_infer, reusing
- * buffers by liveness (all kept when keep_all), and allocates the arena and
- * workspace (grown, never shrunk). */
-int dl_graph_plan(struct dl_graph *g, int keep_all, struct dl_error *err);
+ * buffers by liveness, and allocates the arena and workspace (grown, never
+ * shrunk). A training plan also lays out every activation's gradient, and
+ * keeps an activation until the last backward that reads it (see the
+ * DL_OP_BWD_* flags). */
+int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err);
 /* Runs every node. in[i] holds model input i in the inferred shape.
  * Outputs are then in g->values[g->outputs[k]]. */
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx);
@@ -123,14 +133,15 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx);
  * naming the first op that has no backward. */
 int dl_graph_train_setup(struct dl_graph *g, struct dl_error *err);
 void dl_graph_zero_grad(struct dl_graph *g);
-/* After a training forward (ctx->train, keep_all plan): back-propagates
+/* After a training forward (ctx->train, training plan): back-propagates
  * dout[k] (the gradient of output k, NULL for none), adding into the
  * parameter gradients and, where din_in[i] is not NULL, into the gradient
  * of model input i. */
 void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		       float *const *din_in, struct dl_ctx *ctx);
-/* The first node (in execution order) whose output holds a NaN or an
- * infinity after a forward, or -1. */
+/* The first node (in execution order) whose output held a NaN or an
+ * infinity in the last forward, or -1; recorded while g->watch_finite is
+ * set (a training plan may reuse an activation's memory before the end). */
 int dl_graph_first_nonfinite(const struct dl_graph *g);
 
 /* Finds parameter `key` ("3.weight"); returns it or NULL. */

@@ -142,6 +142,12 @@ enum {
 	DL_OP_COMPLEX = 1 << 0,   /* drawn as a taller box (attention, rnn) */
 	DL_OP_INPLACE_OK = 1 << 1,/* forward may write out over in[0] when
 	                           * in[0] dies here (elementwise ops) */
+	/* What backward reads, so training keeps activations only as long as
+	 * they are needed. Without these flags an op's inputs and output are
+	 * kept until its backward has run. */
+	DL_OP_BWD_NO_INPUTS = 1 << 2, /* backward reads no input's data (only
+	                               * shapes) */
+	DL_OP_BWD_NO_OUTPUT = 1 << 3, /* backward reads not the output's data */
 };
 
 struct dl_op_desc {

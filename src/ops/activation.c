@@ -426,6 +426,7 @@ static const struct dl_op_desc op_softmax = {
 	.name = "softmax", .doc = "y = exp(x) / sum(exp(x)) along dim",
 	.min_in = 1, .max_in = 1, .hp = softmax_hp, .n_hp = 1,
 	.infer = softmax_infer, .forward = softmax_fwd, .backward = softmax_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS,
 };
 
 /* y_i = x_i - max x - log sum_j exp(x_j - max x) along dim */
@@ -433,6 +434,7 @@ static const struct dl_op_desc op_log_softmax = {
 	.name = "log_softmax", .doc = "y = x - log(sum(exp(x))) along dim",
 	.min_in = 1, .max_in = 1, .hp = softmax_hp, .n_hp = 1,
 	.infer = softmax_infer, .forward = softmax_fwd, .backward = softmax_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS,
 };
 
 const struct dl_op_desc *const dl_ops_activation[] = {

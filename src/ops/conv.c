@@ -1168,6 +1168,7 @@ static const struct dl_op_desc conv1d_op = {
 	.hp = conv_hp, .n_hp = N_HP,
 	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
 	.params = "weight [out_channels, in_channels/groups, kernel_size], bias [out_channels]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 static const struct dl_op_desc conv2d_op = {
@@ -1177,6 +1178,7 @@ static const struct dl_op_desc conv2d_op = {
 	.hp = conv_hp, .n_hp = N_HP,
 	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
 	.params = "weight [out_channels, in_channels/groups, kh, kw], bias [out_channels]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 /* The adjoint of the convolution w.r.t. its input: each input cell
@@ -1191,6 +1193,7 @@ static const struct dl_op_desc conv_transpose1d_op = {
 	.hp = conv_hp, .n_hp = N_HP_T,
 	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
 	.params = "weight [in_channels, out_channels/groups, kernel_size], bias [out_channels]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 static const struct dl_op_desc conv_transpose2d_op = {
@@ -1200,6 +1203,7 @@ static const struct dl_op_desc conv_transpose2d_op = {
 	.hp = conv_hp, .n_hp = N_HP_T,
 	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
 	.params = "weight [in_channels, out_channels/groups, kh, kw], bias [out_channels]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_conv[] = {

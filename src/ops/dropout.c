@@ -115,7 +115,7 @@ static const struct dl_op_desc op_dropout = {
 	.name = "dropout", .doc = "y = x m / (1 - p), m ~ Bernoulli(1 - p) (training)",
 	.min_in = 1, .max_in = 1, .hp = dropout_hp, .n_hp = 1,
 	.infer = dropout_infer, .forward = dropout_fwd, .backward = dropout_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* training: y[n, c] = x[n, c] m[n, c] / (1 - p), one draw per channel;
@@ -124,7 +124,7 @@ static const struct dl_op_desc op_dropout2d = {
 	.name = "dropout2d", .doc = "y[n, c] = x[n, c] m[n, c] / (1 - p) (training)",
 	.min_in = 1, .max_in = 1, .hp = dropout_hp, .n_hp = 1,
 	.infer = dropout_infer, .forward = dropout_fwd, .backward = dropout_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_dropout[] = {&op_dropout, &op_dropout2d, NULL};

@@ -308,7 +308,7 @@ static const struct dl_op_desc op_add = {
 	.doc = "y = x1 + x2 + ... (broadcast)",
 	.min_in = 2, .max_in = -1,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x1 * x2 * ... (broadcast) */
@@ -317,7 +317,7 @@ static const struct dl_op_desc op_mul = {
 	.doc = "y = x1 * x2 * ... (broadcast)",
 	.min_in = 2, .max_in = -1,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x1 - x2 (broadcast) */
@@ -326,7 +326,7 @@ static const struct dl_op_desc op_sub = {
 	.doc = "y = x1 - x2 (broadcast)",
 	.min_in = 2, .max_in = 2,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x1 / x2 (broadcast) */
@@ -335,7 +335,7 @@ static const struct dl_op_desc op_div = {
 	.doc = "y = x1 / x2 (broadcast)",
 	.min_in = 2, .max_in = 2,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_elementwise[] = {

@@ -142,6 +142,7 @@ static const struct dl_op_desc op_linear = {
 	.forward = linear_fwd,
 	.backward = linear_bwd,
 	.params = "weight [out_features, in_features], bias [out_features]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 /* ---- matmul ---- */
@@ -309,6 +310,7 @@ static const struct dl_op_desc op_matmul = {
 	.infer = matmul_infer,
 	.forward = matmul_fwd,
 	.backward = matmul_bwd,
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_linear[] = {&op_linear, &op_matmul, NULL};

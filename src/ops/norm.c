@@ -261,6 +261,7 @@ static const struct dl_op_desc batch_norm1d_op = {
 	.hp = bn_hp, .n_hp = N_BN_HP,
 	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
 	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 static const struct dl_op_desc batch_norm2d_op = {
@@ -270,6 +271,7 @@ static const struct dl_op_desc batch_norm2d_op = {
 	.hp = bn_hp, .n_hp = N_BN_HP,
 	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
 	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 /* ---- layer norm ---- */
@@ -494,6 +496,7 @@ static const struct dl_op_desc layer_norm_op = {
 	.hp = ln_hp, .n_hp = N_LN_HP,
 	.infer = ln_infer, .forward = ln_op_forward, .backward = ln_op_backward,
 	.params = "weight [normalized_shape], bias [normalized_shape] (elementwise_affine)",
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_norm[] = {

@@ -424,6 +424,7 @@ static const struct dl_op_desc max_pool1d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = max_hp, .n_hp = N_MAX_HP,
 	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 static const struct dl_op_desc max_pool2d_op = {
@@ -432,6 +433,7 @@ static const struct dl_op_desc max_pool2d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = max_hp, .n_hp = N_MAX_HP,
 	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = sum of x over each window / divisor (PyTorch's count_include_pad and
@@ -442,6 +444,7 @@ static const struct dl_op_desc avg_pool1d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = avg_hp, .n_hp = N_AVG_HP,
 	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 static const struct dl_op_desc avg_pool2d_op = {
@@ -450,6 +453,7 @@ static const struct dl_op_desc avg_pool2d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = avg_hp, .n_hp = N_AVG_HP,
 	.infer = pool_infer, .forward = pool_forward, .backward = pool_backward,
+	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
 /* ---- adaptive average pooling ---- */
@@ -568,6 +572,7 @@ static const struct dl_op_desc adaptive_avg_pool1d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = adaptive_hp, .n_hp = 1,
 	.infer = adaptive_infer, .forward = adaptive_op_forward, .backward = adaptive_op_backward,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 static const struct dl_op_desc adaptive_avg_pool2d_op = {
@@ -576,6 +581,7 @@ static const struct dl_op_desc adaptive_avg_pool2d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = adaptive_hp, .n_hp = 1,
 	.infer = adaptive_infer, .forward = adaptive_op_forward, .backward = adaptive_op_backward,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* ---- upsample ---- */
@@ -778,6 +784,7 @@ static const struct dl_op_desc upsample_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = upsample_hp, .n_hp = N_UP_HP,
 	.infer = upsample_infer, .forward = upsample_op_forward, .backward = upsample_op_backward,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_pool[] = {

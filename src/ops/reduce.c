@@ -199,6 +199,7 @@ static const struct dl_op_desc op_mean = {
 	.name = "mean", .doc = "y = x.mean(dim, keepdim)",
 	.min_in = 1, .max_in = 1, .hp = mean_hp, .n_hp = 2,
 	.infer = mean_infer, .forward = mean_fwd, .backward = mean_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_reduce[] = {&op_mean, NULL};

@@ -699,7 +699,7 @@ static const struct dl_op_desc op_identity = {
 	.name = "identity", .doc = "y = x",
 	.min_in = 1, .max_in = 1,
 	.infer = identity_infer, .forward = copy_fwd, .backward = copy_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x.flatten(start_dim, end_dim) */
@@ -707,7 +707,7 @@ static const struct dl_op_desc op_flatten = {
 	.name = "flatten", .doc = "y = x.flatten(start_dim, end_dim)",
 	.min_in = 1, .max_in = 1, .hp = flatten_hp, .n_hp = 2,
 	.infer = flatten_infer, .forward = copy_fwd, .backward = copy_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x.reshape(N, *shape), one size -1 inferred */
@@ -715,7 +715,7 @@ static const struct dl_op_desc op_reshape = {
 	.name = "reshape", .doc = "y = x.reshape(N, *shape)",
 	.min_in = 1, .max_in = 1, .hp = reshape_hp, .n_hp = 1,
 	.infer = reshape_infer, .forward = copy_fwd, .backward = copy_bwd,
-	.flags = DL_OP_INPLACE_OK,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x.permute(*dims), dims[0] = 0 */
@@ -723,6 +723,7 @@ static const struct dl_op_desc op_permute = {
 	.name = "permute", .doc = "y = x.permute(*dims)",
 	.min_in = 1, .max_in = 1, .hp = permute_hp, .n_hp = 1,
 	.infer = permute_infer, .forward = permute_fwd, .backward = permute_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x.transpose(dim0, dim1), neither the batch dimension */
@@ -730,6 +731,7 @@ static const struct dl_op_desc op_transpose = {
 	.name = "transpose", .doc = "y = x.transpose(dim0, dim1)",
 	.min_in = 1, .max_in = 1, .hp = transpose_hp, .n_hp = 2,
 	.infer = transpose_infer, .forward = permute_fwd, .backward = permute_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = x[..., start:end:step, ...] along dim (Python slicing: bounds clamp) */
@@ -737,6 +739,7 @@ static const struct dl_op_desc op_slice = {
 	.name = "slice", .doc = "y = x[..., start:end:step, ...] along dim",
 	.min_in = 1, .max_in = 1, .hp = slice_hp, .n_hp = 4,
 	.infer = slice_infer, .forward = slice_fwd, .backward = slice_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = F.pad(x, padding, value=value): constant padding, negative crops */
@@ -744,6 +747,7 @@ static const struct dl_op_desc op_pad = {
 	.name = "pad", .doc = "y = F.pad(x, padding, value=value)",
 	.min_in = 1, .max_in = 1, .hp = pad_hp, .n_hp = 2,
 	.infer = pad_infer, .forward = pad_fwd, .backward = pad_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 /* y = torch.cat([x1, x2, ...], dim) */
@@ -751,6 +755,7 @@ static const struct dl_op_desc op_concat = {
 	.name = "concat", .doc = "y = torch.cat([x1, x2, ...], dim)",
 	.min_in = 2, .max_in = -1, .hp = concat_hp, .n_hp = 1,
 	.infer = concat_infer, .forward = concat_fwd, .backward = concat_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_shape[] = {

@@ -71,7 +71,7 @@ static int print_json(const struct dl_graph *g, int64_t batch)
 	return 0;
 }
 
-static void print_table(const struct dl_graph *g, int64_t batch)
+static void print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
 {
 	char shape[256], label[320];
 	int width = 5;
@@ -109,6 +109,12 @@ static void print_table(const struct dl_graph *g, int64_t batch)
 	printf("weights:          %s\n", wb);
 	printf("planned memory:   %s activations + %s workspace + %s weights = %s peak\n",
 	       ab, wsb, wb, pk);
+	if (train_bytes) {
+		char tb[32];
+		human(tb, sizeof tb, (double)train_bytes);
+		printf("training step:    %s activations and gradients (batch %lld)\n", tb,
+		       (long long)batch);
+	}
 }
 
 static int summary_main(int argc, char **argv, struct dl_error *err)
@@ -159,13 +165,22 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		rc = verb_infer_shapes(g, specs, n_specs, batch, err);
 	if (rc == 0 && wflag)
 		rc = dl_model_load_weights(g, wflag, err);
+	/* the training plan's size, when every op can be trained */
+	size_t train_bytes = 0;
+	int trainable = 1;
+	for (int i = 0; g && i < g->n_nodes; i++)
+		trainable &= g->nodes[i].op->backward != NULL;
+	if (rc == 0 && trainable && g->n_nodes) {
+		rc = dl_graph_plan(g, 1, err);
+		train_bytes = g->arena_bytes;
+	}
 	if (rc == 0)
 		rc = dl_graph_plan(g, 0, err);
 	if (rc == 0) {
 		if (json && print_json(g, batch) != 0)
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
 		if (!json)
-			print_table(g, batch);
+			print_table(g, batch, train_bytes);
 		if (fflush(stdout) != 0)
 			rc = dl_error_set(err, DL_ERUN, "stdout: write failed");
 	}

@@ -199,7 +199,7 @@ static int plan_for(struct run *R, int64_t b, int train, struct dl_error *err)
 	in.d[0] = b;
 	int rc = dl_graph_infer(R->g, &in, err);
 	if (rc == 0)
-		rc = dl_graph_plan(R->g, 1, err);
+		rc = dl_graph_plan(R->g, train, err);
 	if (rc == 0) {
 		R->cur_batch = b;
 		R->cur_train = train;
@@ -497,6 +497,7 @@ static int setup(struct run *R, struct dl_error *err)
 	}
 	if ((rc = dl_graph_train_setup(g, err)) != 0)
 		return rc;
+	g->watch_finite = 1;  /* to name the op of a non-finite loss */
 	/* trainable ranges of the parameter block */
 	R->ranges = calloc((size_t)g->n_nodes * 8 + 1, sizeof *R->ranges);
 	if (!R->ranges)
