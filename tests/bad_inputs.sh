@@ -87,6 +87,11 @@ bad_model duplicate_key.yaml 5:1: "'layers'"
 
 # ---- models: keys, ops and hyperparameters ----
 
+# convolutions and pools (the vision issue's three)
+bad_model conv_kernel_too_large.yaml 5:31: "conv2d" "kernel_size 3 is larger than the padded input 2x2"
+bad_model conv_groups.yaml 5:47: "conv2d" "groups 2 does not divide"
+bad_model conv_rank.yaml 4:5: "max_pool2d" "[N, C, H, W]"
+
 bad_model unknown_top_key.yaml 3:1: "'layer'" "did you mean 'layers'"
 bad_model missing_inputs.yaml 1:1: "inputs"
 bad_model missing_layers.yaml 1:1: "layers"
