@@ -8,7 +8,7 @@
 
 static const struct verb *const verbs[] = {
 	&verb_infer, &verb_train, &verb_gradcheck, &verb_init, &verb_summary,
-	&verb_bench, &verb_ops, NULL,
+	&verb_bench, &verb_draw, &verb_ops, NULL,
 };
 
 static void usage(FILE *f)

@@ -13,7 +13,7 @@ struct verb {
 };
 
 extern const struct verb verb_infer, verb_train, verb_gradcheck, verb_init,
-	verb_summary, verb_bench, verb_ops;
+	verb_summary, verb_bench, verb_draw, verb_ops;
 
 /* ---- shared by the verbs (common.c) ---- */
 
