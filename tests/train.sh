@@ -234,6 +234,29 @@ now_ms() {
 	esac
 }
 
+# kill_after_checkpoint DIR DELAY_MS: starts the run to be killed, waits
+# for its first checkpoint, then DELAY_MS more, and kills it with SIGKILL
+kill_after_checkpoint() {
+	# shellcheck disable=SC2046,SC2086
+	$(dlrun_cmd) "$DLRUN" train "$resume" $resume_args \
+		--checkpoint "$1/ck.safetensors" -o "$1/killed.safetensors" \
+		>"$1/killed.out" 2>"$1/killed.err" &
+	_pid=$!
+	bg_pids="$bg_pids $_pid"
+	_i=0
+	while [ ! -f "$1/ck.safetensors" ] && kill -0 "$_pid" 2>/dev/null &&
+		[ "$_i" -lt 6000 ]; do
+		sleep 0.01
+		_i=$((_i + 1))
+	done
+	if [ "$2" -gt 0 ]; then
+		sleep "$(($2 / 1000)).$(printf '%03d' $(($2 % 1000)))"
+	fi
+	kill -9 "$_pid" 2>/dev/null
+	wait "$_pid" 2>/dev/null
+	diag "killed $2ms after the first checkpoint (full run: $((_t1 - _t0))ms), exit $?"
+}
+
 resume_after_kill() {
 	_r=$tmp/resume
 	rm -rf "$_r"
@@ -249,33 +272,26 @@ resume_after_kill() {
 	_span=$(((_t1 - _t0) / 2))
 	_rand=$(od -An -tu2 -N2 /dev/urandom 2>/dev/null | tr -d ' ')
 	_delay=$(((${_rand:-0} % 1000) * _span / 1000))
-	# shellcheck disable=SC2046,SC2086
-	$(dlrun_cmd) "$DLRUN" train "$resume" $resume_args \
-		--checkpoint "$_r/ck.safetensors" -o "$_r/killed.safetensors" \
-		>"$_r/killed.out" 2>"$_r/killed.err" &
-	_pid=$!
-	bg_pids="$bg_pids $_pid"
-	_i=0
-	while [ ! -f "$_r/ck.safetensors" ] && kill -0 "$_pid" 2>/dev/null &&
-		[ "$_i" -lt 6000 ]; do
-		sleep 0.01
-		_i=$((_i + 1))
+	# A loaded machine can starve this poller until the run is over; that
+	# is no failure of dlrun, so try again (at most 3 times), killing at
+	# once when the first checkpoint appears.
+	_try=0
+	while :; do
+		_try=$((_try + 1))
+		rm -f "$_r/ck.safetensors" "$_r/killed.safetensors"
+		kill_after_checkpoint "$_r" "$_delay"
+		[ -f "$_r/ck.safetensors" ] || {
+			fail "no checkpoint written before the kill"
+			return 1
+		}
+		[ -f "$_r/killed.safetensors" ] || break
+		if [ "$_try" -ge 3 ]; then
+			fail "the run ended before it was killed, $_try times: nothing to resume"
+			return 1
+		fi
+		diag "the run ended before the kill; again, killing at the first checkpoint"
+		_delay=0
 	done
-	if [ "$_delay" -gt 0 ]; then
-		sleep "$((_delay / 1000)).$(printf '%03d' $((_delay % 1000)))"
-	fi
-	kill -9 "$_pid" 2>/dev/null
-	wait "$_pid" 2>/dev/null
-	_krc=$?
-	diag "killed $((_delay))ms after the first checkpoint (full run: $((_t1 - _t0))ms), exit $_krc"
-	[ -f "$_r/ck.safetensors" ] || {
-		fail "no checkpoint written before the kill"
-		return 1
-	}
-	if [ -f "$_r/killed.safetensors" ]; then
-		fail "the run ended before it was killed (exit $_krc): nothing to resume"
-		return 1
-	fi
 	# shellcheck disable=SC2086
 	run_dlrun train "$resume" $resume_args \
 		--checkpoint "$_r/ck.safetensors" --resume "$_r/ck.safetensors" \
