@@ -92,6 +92,10 @@ bad_model conv_kernel_too_large.yaml 5:31: "conv2d" "kernel_size 3 is larger tha
 bad_model conv_groups.yaml 5:47: "conv2d" "groups 2 does not divide"
 bad_model conv_rank.yaml 4:5: "max_pool2d" "[N, C, H, W]"
 
+# mixture_of_experts: k above num_experts; an error inside an expert's body
+bad_model moe_k.yaml 6:7: "mixture_of_experts" "k 3 is more than num_experts 2"
+bad_model moe_expert_error.yaml 7:20: "linear" "did you mean 'out_features'"
+
 bad_model unknown_top_key.yaml 3:1: "'layer'" "did you mean 'layers'"
 bad_model missing_inputs.yaml 1:1: "inputs"
 bad_model missing_layers.yaml 1:1: "layers"

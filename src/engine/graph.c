@@ -34,6 +34,12 @@ void dl_graph_free(struct dl_graph *g)
 		free(n->params);
 		free(n->priv);
 		free(n->in);
+		struct dl_subgraphs *sub = n->sub;
+		for (int k = 0; sub && k < sub->n; k++)
+			dl_graph_free(sub->g[k]);
+		if (sub)
+			free(sub->g);
+		free(sub);
 	}
 	free(g->nodes);
 	free(g->values);

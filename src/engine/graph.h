@@ -46,6 +46,14 @@ struct dl_row {
 	int value;         /* the entry's output value */
 };
 
+/* The sub-models of a node whose op takes a list of entries (an ENTRIES
+ * hyperparameter): n copies of the body, each its own graph with one input
+ * of per-sample shape [D], D bound by the data. node->sub points here. */
+struct dl_subgraphs {
+	int n;
+	struct dl_graph **g;
+};
+
 /* A `train:` default of the model file, kept as text for the train verb. */
 struct dl_kv {
 	char *key, *val;

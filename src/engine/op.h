@@ -38,8 +38,11 @@ struct dl_hp_desc {
 	const char *name;     /* PyTorch's constructor argument name */
 	enum dl_hp_type type;
 	const char *def;      /* default, written as in a model file; NULL when
-	                       * DL_HP_REQUIRED */
-	const char *choices;  /* DL_HP_ENUM: "none|tanh" */
+	                       * DL_HP_REQUIRED; DL_HP_ENTRIES: the scope
+	                       * prefix of the copies ("experts") */
+	const char *choices;  /* DL_HP_ENUM: "none|tanh"; DL_HP_ENTRIES: the
+	                       * name of the INT hyperparameter that says how
+	                       * many copies of the body to build */
 	unsigned flags;
 };
 
@@ -109,7 +112,8 @@ struct dl_node {
 	int64_t macs;              /* multiply-adds of one forward call */
 
 	void *priv;                /* op-private, free()d with the graph */
-	void *sub;                 /* sub-graphs of ENTRIES hyperparameters */
+	void *sub;                 /* struct dl_subgraphs (engine/graph.h) of
+	                            * an ENTRIES hyperparameter */
 };
 
 /* Run-time context of one forward or backward call. */

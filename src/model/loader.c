@@ -135,6 +135,8 @@ static int new_row(struct loader *L, const char *scope, const char *label,
 	return g->n_rows++;
 }
 
+static int build_subgraphs(struct loader *L, int node, int hp, int depth);
+
 /* Appends an op node reading `in` and returns its output value id. */
 static int add_node(struct loader *L, const struct dl_op_desc *op,
 		    const yaml_node_t *at, yaml_node_t *hps, const char *scope,
@@ -171,6 +173,12 @@ static int add_node(struct loader *L, const struct dl_op_desc *op,
 		return dl_node_error(L->err, n, -1, "takes %d to %d inputs, got %d",
 				     op->min_in, op->max_in, n_in);
 	}
+	for (int i = 0; i < op->n_hp; i++)
+		if (op->hp[i].type == DL_HP_ENTRIES && n->hp[i].entries) {
+			rc = build_subgraphs(L, g->n_nodes - 1, i, 0);
+			if (rc)
+				return rc;
+		}
 	int v = new_value(L, g->n_nodes - 1);
 	if (v < 0)
 		return v;
@@ -570,6 +578,84 @@ static int build_list(struct loader *L, yaml_node_t *list, const char *prefix,
 	else
 		names_free(&names);
 	return cur;
+}
+
+/* ---- sub-models (an op's list of entries, e.g. an expert) ---- */
+
+static int parse_outputs(struct loader *L, yaml_node_t *outputs, int last,
+			 const struct names *top);
+
+/* Builds the copies of node's ENTRIES hyperparameter hp: copy I is a graph
+ * of its own, one input "x" of per-sample shape [D] (D bound by the data),
+ * its entries scoped "PREFIX.I.J" below the node's scope, PREFIX the
+ * hyperparameter's `def` (e.g. "experts") or else its name. */
+static int build_subgraphs(struct loader *L, int node, int hp, int depth)
+{
+	struct dl_node *n = &L->g->nodes[node];
+	const struct dl_hp_desc *d = &n->op->hp[hp];
+	yaml_node_t *body = (yaml_node_t *)n->hp[hp].entries;
+	int copies = 1;
+	for (int i = 0; d->choices && i < n->op->n_hp; i++)
+		if (strcmp(n->op->hp[i].name, d->choices) == 0)
+			copies = (int)n->hp[i].i;
+	if (copies < 1 || copies > 4096)
+		return dl_node_error(L->err, n, hp, "needs 1 to 4096 copies of %s", d->name);
+	if (seq_len(body) == 0)
+		return lerr(L, body, "%s: an empty list of entries", d->name);
+	struct dl_subgraphs *sub = calloc(1, sizeof *sub);
+	if (!sub || !(sub->g = calloc((size_t)copies, sizeof *sub->g))) {
+		free(sub);
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	}
+	n->sub = sub;
+	/* build each copy into its own graph, the loader's state set aside */
+	struct dl_graph *parent = L->g;
+	int caps[3] = {L->caps_nodes, L->caps_values, L->caps_rows};
+	int rc = 0;
+	for (int c = 0; rc == 0 && c < copies; c++) {
+		struct dl_graph *g = calloc(1, sizeof *g);
+		if (!g) {
+			rc = dl_error_set(L->err, DL_ERUN, "out of memory");
+			break;
+		}
+		sub->g[sub->n++] = g;
+		g->file = xstrdup(parent->file);
+		g->inputs = calloc(1, sizeof *g->inputs);
+		g->sym_names = calloc(1, sizeof *g->sym_names);
+		g->sym_vals = calloc(1, sizeof *g->sym_vals);
+		if (!g->file || !g->inputs || !g->sym_names || !g->sym_vals) {
+			rc = dl_error_set(L->err, DL_ERUN, "out of memory");
+			break;
+		}
+		g->inputs[0].name = xstrdup("x");
+		g->inputs[0].ndim = 1;
+		g->inputs[0].d[0] = -1;
+		g->inputs[0].sym[0] = xstrdup("D");
+		g->inputs[0].line = (int)body->start_mark.line + 1;
+		g->inputs[0].col = (int)body->start_mark.column + 1;
+		g->sym_names[0] = xstrdup("D");
+		g->sym_vals[0] = -1;
+		g->n_syms = 1;
+		g->n_inputs = 1;
+		L->g = g;
+		L->caps_nodes = L->caps_values = L->caps_rows = 0;
+		if (new_value(L, -1) < 0) {
+			rc = DL_ERUN;
+			break;
+		}
+		char prefix[512];
+		snprintf(prefix, sizeof prefix, "%s.%d", d->def ? d->def : d->name, c);
+		struct names top = {0};
+		int last = build_list(L, body, prefix, 0, NULL, depth + 1, &top);
+		rc = last < 0 ? last : parse_outputs(L, NULL, last, &top);
+		names_free(&top);
+		L->g = parent;
+	}
+	L->g = parent;
+	L->caps_nodes = caps[0];
+	L->caps_values = caps[1];
+	L->caps_rows = caps[2];
+	return rc;
 }
 
 /* ---- top level ---- */
