@@ -297,6 +297,17 @@ static void lifetimes(struct dl_graph *g, int train)
 	}
 }
 
+/* The first step of item it (activation v is item 2v, its gradient
+ * 2v + 1), or -1 for what has no place in the arena: model inputs, and
+ * gradients outside training. */
+static int item_start(const struct dl_graph *g, int it, int train)
+{
+	int v = it / 2;
+	if (v < g->n_inputs || (it % 2 && !train))
+		return -1;
+	return it % 2 ? g->values[v].g0 : g->values[v].t0;
+}
+
 /* The arena: items (activation v is item 2v, its gradient 2v + 1) are
  * placed at their first step and released after their last, so buffers
  * whose lifetimes do not meet share memory. Returns the arena's size. */
@@ -314,11 +325,9 @@ static int layout(struct dl_graph *g, int train, size_t *top, struct dl_error *e
 	}
 	/* items bucketed by start step (counting sort) */
 	for (int it = 0; it < n_items; it++) {
-		int v = it / 2;
-		if (v < g->n_inputs || (it % 2 && !train))
-			continue;
-		int start = it % 2 ? g->values[v].g0 : g->values[v].t0;
-		first[start + 1]++;
+		int start = item_start(g, it, train);
+		if (start >= 0)
+			first[start + 1]++;
 	}
 	for (int st = 0; st < steps; st++)
 		first[st + 1] += first[st];
@@ -330,11 +339,9 @@ static int layout(struct dl_graph *g, int train, size_t *top, struct dl_error *e
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	}
 	for (int it = 0; it < n_items; it++) {
-		int v = it / 2;
-		if (v < g->n_inputs || (it % 2 && !train))
-			continue;
-		int start = it % 2 ? g->values[v].g0 : g->values[v].t0;
-		order[first[start] + fill[start]++] = it;
+		int start = item_start(g, it, train);
+		if (start >= 0)
+			order[first[start] + fill[start]++] = it;
 	}
 	int n_live = 0;
 	size_t bytes = 0, peak = 0;
