@@ -621,5 +621,10 @@ void dl_graph_init_params(struct dl_graph *g, uint64_t seed)
 				}
 				p->data[j] = (float)x;
 			}
+			if (p->init_zero_row >= 0 && p->shape.ndim > 0 &&
+			    p->init_zero_row < p->shape.d[0]) {
+				int64_t row = c / p->shape.d[0];
+				memset(p->data + p->init_zero_row * row, 0, (size_t)row * sizeof(float));
+			}
 		}
 }

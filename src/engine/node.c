@@ -54,6 +54,7 @@ static int declare(struct dl_node *n, const char *name,
 	p->shape = *shape;
 	p->init = init;
 	p->init_arg = arg;
+	p->init_zero_row = -1;
 	p->buffer = buffer;
 	return n->n_params++;
 }

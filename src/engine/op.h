@@ -85,6 +85,8 @@ struct dl_param {
 	int buffer;              /* running statistics: saved, never trained */
 	enum dl_init init;
 	double init_arg, init_arg2;
+	int64_t init_zero_row;   /* a row (first index) set to 0 after the init
+	                          * (embedding's padding_idx); -1: none */
 };
 
 /* ---- nodes ---- */
