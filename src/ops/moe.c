@@ -11,6 +11,7 @@
 #include "engine/graph.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "ops/subgraph.h"
 
 enum { HP_E, HP_K, HP_EXPERT, N_HP };
 
@@ -19,18 +20,6 @@ static const struct dl_hp_desc moe_hp[] = {
 	{"k", DL_HP_INT, "2", NULL, DL_HP_POSITIVE},
 	/* def: the copies' scope prefix; choices: how many copies */
 	{"expert", DL_HP_ENTRIES, "experts", "num_experts", DL_HP_REQUIRED},
-};
-
-/* A parameter of the MoE node that is an expert's: expert e, its node j,
- * that node's parameter k. */
-struct mirror {
-	int e, j, k;
-};
-
-/* n->priv: one block (freed as a whole), the names follow the mirrors. */
-struct moe {
-	int n_mirror;
-	struct mirror m[];
 };
 
 /* The layout of the per-call buffers, in floats (ints stored as int32 in
@@ -120,35 +109,8 @@ static int moe_infer(struct dl_node *n, const struct dl_shape *in,
 	int rc = dl_node_param(n, "gate.weight", &gs, DL_INIT_ZEROS, 0, err);
 	if (rc < 0)
 		return rc;
-	if (!n->priv) {
-		int count = 0;
-		size_t names = 0;
-		for (int e = 0; e < E; e++)
-			for (int j = 0; j < s->g[e]->n_nodes; j++)
-				for (int q = 0; q < s->g[e]->nodes[j].n_params; q++) {
-					count++;
-					names += strlen(s->g[e]->nodes[j].scope) +
-						 strlen(s->g[e]->nodes[j].params[q].name) + 2;
-				}
-		struct moe *m = malloc(sizeof *m + (size_t)count * sizeof m->m[0] + names);
-		if (!m)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		n->priv = m;
-		m->n_mirror = 0;
-		char *name = (char *)&m->m[count];
-		for (int e = 0; e < E; e++)
-			for (int j = 0; j < s->g[e]->n_nodes; j++)
-				for (int q = 0; q < s->g[e]->nodes[j].n_params; q++) {
-					const struct dl_param *p = &s->g[e]->nodes[j].params[q];
-					sprintf(name, "%s.%s", s->g[e]->nodes[j].scope, p->name);
-					m->m[m->n_mirror++] = (struct mirror){e, j, q};
-					rc = p->buffer ? dl_node_buffer(n, name, &p->shape, p->init, p->init_arg, err)
-						       : dl_node_param(n, name, &p->shape, p->init, p->init_arg, err);
-					if (rc < 0)
-						return rc;
-					name += strlen(name) + 1;
-				}
-	}
+	if ((rc = dl_sub_declare(n, s, err)) != 0)
+		return rc;
 	*out = in[0];
 	out->d[out->ndim - 1] = Dout;
 	size_t keep = keep_floats(M, E, k, D);
@@ -156,18 +118,6 @@ static int moe_infer(struct dl_node *n, const struct dl_shape *in,
 	n->ws_bytes = (keep + scratch_floats(M, k, D, Dout)) * sizeof(float);
 	n->macs = M * D * E + macs * k / E;
 	return 0;
-}
-
-/* Points the experts' parameters at the node's (the model's one block). */
-static void link(struct dl_node *n)
-{
-	struct moe *m = n->priv;
-	struct dl_subgraphs *s = subs(n);
-	for (int i = 0; i < m->n_mirror; i++) {
-		struct dl_param *p = &s->g[m->m[i].e]->nodes[m->m[i].j].params[m->m[i].k];
-		p->data = n->params[1 + i].data;
-		p->grad = n->params[1 + i].grad;
-	}
 }
 
 /* Runs expert e on its cnt gathered tokens; returns its output rows. */
@@ -178,11 +128,9 @@ static const float *run_expert(struct dl_node *n, int e, int64_t cnt, int64_t D,
 	struct dl_shape xs = {2, {cnt, D}};
 	struct dl_error err = {0};
 	/* shapes were checked for every token count at the node's infer */
-	if (dl_graph_infer(g, &xs, &err) != 0 ||
-	    (ctx->train && !g->grad_block && dl_graph_train_setup(g, &err) != 0) ||
-	    dl_graph_plan(g, ctx->train, &err) != 0)
+	if (dl_sub_prepare(g, &xs, ctx->train, &err) != 0)
 		return NULL;
-	link(n);
+	dl_sub_link(n, subs(n));
 	struct dl_ctx sub = *ctx;
 	float *in[1] = {xg};
 	dl_graph_forward(g, in, &sub);
@@ -291,7 +239,7 @@ static void moe_backward(struct dl_node *n, const struct dl_tensor *in,
 		}
 		/* the expert's own backward: parameters, and its inputs' gradient */
 		memset(b.dx, 0, (size_t)(cnt * D) * sizeof(float));
-		link(n);
+		dl_sub_link(n, subs(n));
 		struct dl_ctx sub = *ctx;
 		const float *dys[1] = {b.dy};
 		float *dxs[1] = {b.dx};
