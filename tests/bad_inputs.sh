@@ -96,6 +96,12 @@ bad_model conv_rank.yaml 4:5: "max_pool2d" "[N, C, H, W]"
 bad_model moe_k.yaml 6:7: "mixture_of_experts" "k 3 is more than num_experts 2"
 bad_model moe_expert_error.yaml 7:20: "linear" "did you mean 'out_features'"
 
+# transformer layers
+bad_model transformer_nhead.yaml 4:33: "transformer_encoder_layer" "nhead 4 does not divide d_model 6"
+bad_model transformer_batch_first.yaml 4:43: "batch_first is accepted only as true"
+bad_model transformer_memory.yaml 6:5: "transformer_decoder_layer" "memory [1, 3, 5] does not fit"
+bad_model transformer_d_model.yaml 4:43: "d_model is 8 but the input has 6 features"
+
 bad_model unknown_top_key.yaml 3:1: "'layer'" "did you mean 'layers'"
 bad_model missing_inputs.yaml 1:1: "inputs"
 bad_model missing_layers.yaml 1:1: "layers"

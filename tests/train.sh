@@ -217,14 +217,16 @@ for m in "$gcdir"/*.yaml "$srcdir"/tests/data/conv/gradcheck/*.yaml; do
 	check "gradcheck ${n%.yaml} --seed 5" gradcheck_ok "$m" --seed 5
 done
 
-# mixture_of_experts with its PyTorch fixtures' weights (dlrun init's zero
-# gate ties every logit, and a finite difference would then switch experts)
-for d in "$srcdir"/tests/fixtures/moe/*/; do
+# mixture_of_experts and the transformer layers with their PyTorch
+# fixtures' weights (dlrun init's zero gate ties every expert's logit, and a
+# finite difference would then switch experts; the layers' norms are drawn
+# at random there so that they matter)
+for d in "$srcdir"/tests/fixtures/moe/*/ "$srcdir"/tests/fixtures/transformer/*/; do
 	[ -f "$d/model.safetensors" ] || continue
 	n=${d%/}
 	n=${n##*/}
-	check "gradcheck moe $n" gradcheck_ok "$d/model.yaml" -w "$d/model.safetensors"
-	check "gradcheck moe $n --seed 5" gradcheck_ok "$d/model.yaml" \
+	check "gradcheck $n" gradcheck_ok "$d/model.yaml" -w "$d/model.safetensors"
+	check "gradcheck $n --seed 5" gradcheck_ok "$d/model.yaml" \
 		-w "$d/model.safetensors" --seed 5
 done
 

@@ -116,6 +116,12 @@ struct dl_node {
 	void *priv;                /* op-private, free()d with the graph */
 	void *sub;                 /* struct dl_subgraphs (engine/graph.h) of
 	                            * an ENTRIES hyperparameter */
+	/* Builds n->sub (one sub-model) from a model description in the
+	 * model-file format, for ops whose structure depends on sizes known
+	 * only at shape inference (the transformer layers). Set by the loader,
+	 * so ops need not know it; NULL outside a loaded model. */
+	int (*build_sub)(struct dl_node *n, const char *yaml,
+			 struct dl_error *err);
 };
 
 /* Run-time context of one forward or backward call. */

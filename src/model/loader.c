@@ -136,6 +136,7 @@ static int new_row(struct loader *L, const char *scope, const char *label,
 }
 
 static int build_subgraphs(struct loader *L, int node, int hp, int depth);
+static int build_sub_text(struct dl_node *n, const char *yaml, struct dl_error *err);
 
 /* Appends an op node reading `in` and returns its output value id. */
 static int add_node(struct loader *L, const struct dl_op_desc *op,
@@ -148,6 +149,7 @@ static int add_node(struct loader *L, const struct dl_op_desc *op,
 	struct dl_node *n = &g->nodes[g->n_nodes];
 	memset(n, 0, sizeof *n);
 	n->op = op;
+	n->build_sub = build_sub_text;
 	n->file = g->file;
 	n->line = (int)at->start_mark.line + 1;
 	n->col = (int)at->start_mark.column + 1;
@@ -902,6 +904,63 @@ static int parse(struct loader *L)
 		rc = parse_outputs(L, outputs, last, &top);
 	names_free(&top);
 	return last < 0 ? last : rc;
+}
+
+/* node->build_sub: a sub-model from generated model text. The text comes
+ * from the op, not the user, so every place in it is the node's own. */
+static int build_sub_text(struct dl_node *n, const char *yaml, struct dl_error *err)
+{
+	struct loader L;
+	memset(&L, 0, sizeof L);
+	L.file = n->file;
+	L.err = err;
+	L.g = calloc(1, sizeof *L.g);
+	struct dl_subgraphs *sub = calloc(1, sizeof *sub);
+	struct dl_graph **gs = calloc(1, sizeof *gs);
+	if (!L.g || !sub || !gs) {
+		free(L.g);
+		free(sub);
+		free(gs);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	L.g->file = xstrdup(n->file);
+	yaml_parser_t parser;
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, strlen(yaml));
+	int rc;
+	if (!yaml_parser_load(&parser, &L.doc)) {
+		rc = dl_node_error(err, n, -1, "internal: bad generated model (%s)",
+				   parser.problem ? parser.problem : "?");
+		yaml_parser_delete(&parser);
+		dl_graph_free(L.g);
+		free(sub);
+		free(gs);
+		return rc;
+	}
+	yaml_parser_delete(&parser);
+	struct dl_error inner = {0};
+	L.err = &inner;
+	rc = parse(&L);
+	yaml_document_delete(&L.doc);
+	if (rc) {
+		dl_graph_free(L.g);
+		free(sub);
+		free(gs);
+		return dl_node_error(err, n, -1, "internal: %s", inner.msg);
+	}
+	for (int i = 0; i < L.g->n_nodes; i++) {
+		L.g->nodes[i].line = n->line;
+		L.g->nodes[i].col = n->col;
+	}
+	for (int i = 0; i < L.g->n_inputs; i++) {
+		L.g->inputs[i].line = n->line;
+		L.g->inputs[i].col = n->col;
+	}
+	gs[0] = L.g;
+	sub->n = 1;
+	sub->g = gs;
+	n->sub = sub;
+	return 0;
 }
 
 int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err)
