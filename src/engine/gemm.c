@@ -10,12 +10,56 @@
 
 static int op_threads = 1;
 
+/* Products below this many multiply-adds run on one thread: splitting
+ * them costs more than it saves. */
+#define SPLIT_MACS (1L << 18)
+
+static void sgemm1(int ta, int tb, int M, int N, int K, float alpha,
+		   const float *A, int lda, const float *B, int ldb, float beta,
+		   float *C, int ldc)
+{
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+		    tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
+		    ldb, beta, C, ldc);
+}
+
+/* One threading runtime: OpenBLAS runs single-threaded (dl_set_threads)
+ * and large products are cut into row or column blocks shared by OpenMP's
+ * threads. With Debian's pthreads OpenBLAS threading on its own, its
+ * threads and OpenMP's (which spin for a while after every parallel
+ * region) fight over the cores, and a product can wait a whole scheduler
+ * tick (4 ms) for a core. */
 void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 	      const float *A, int lda, const float *B, int ldb, float beta,
 	      float *C, int ldc)
 {
 	if (M <= 0 || N <= 0)
 		return;
+#ifdef _OPENMP
+	int T = op_threads;
+	if (T > 1 && K > 0 && !omp_in_parallel() &&
+	    (long)M * N * K >= SPLIT_MACS && (M >= 2 * T || N >= 2 * T)) {
+		int by_rows = M >= N;
+		int len = by_rows ? M : N;
+		int step = (len + T - 1) / T;
+		/* keep blocks a multiple of 16 rows or columns (BLAS panels) */
+		step = (step + 15) / 16 * 16;
+		int blocks = (len + step - 1) / step;
+#pragma omp parallel for num_threads(T) schedule(static)
+		for (int b = 0; b < blocks; b++) {
+			int lo = b * step, n = len - lo < step ? len - lo : step;
+			if (by_rows)
+				sgemm1(ta, tb, n, N, K, alpha,
+				       ta ? A + lo : A + (long)lo * lda, lda, B, ldb,
+				       beta, C + (long)lo * ldc, ldc);
+			else
+				sgemm1(ta, tb, M, n, K, alpha, A, lda,
+				       tb ? B + (long)lo * ldb : B + lo, ldb, beta,
+				       C + lo, ldc);
+		}
+		return;
+	}
+#endif
 	if (K <= 0) {
 		/* BLAS leaves C untouched for K = 0 only when beta = 1 */
 		for (int i = 0; i < M; i++)
@@ -23,9 +67,7 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 				C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
 		return;
 	}
-	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-		    tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B,
-		    ldb, beta, C, ldc);
+	sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void dl_sgemm_ref(int ta, int tb, int M, int N, int K, float alpha,
@@ -59,7 +101,8 @@ void dl_set_threads(int n)
 	omp_set_num_threads(n);
 #endif
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
-	openblas_set_num_threads(n);
+	/* dl_sgemm shares products among OpenMP's threads instead */
+	openblas_set_num_threads(1);
 #endif
 }
 
