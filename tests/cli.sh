@@ -399,6 +399,18 @@ t_batch_size() {
 	return 0
 }
 
+# --batch-size reads a large array chunk by chunk from its stream; one
+# that breaks off in a later chunk still writes nothing
+t_batch_truncated() {
+	_n=$(wc -c <"$tmp/seven.npy")
+	head -c $((_n - 10)) "$tmp/seven.npy" >"$tmp/seven_cut.npy"
+	run_dlrun infer "$M" -w "$MW" --batch-size 2 <"$tmp/seven_cut.npy"
+	expect_rc 2
+	[ -s "$tmp/stdout" ] && fail "output written for a truncated array"
+	grep -F "truncated" "$tmp/stderr" >/dev/null || fail "the error does not say truncated"
+	return 0
+}
+
 t_output_file() {
 	rm -rf "$tmp/o"
 	mkdir "$tmp/o"
@@ -637,6 +649,7 @@ for name in mlp small; do
 	use_model "$name"
 	check "$name: cat x.npy x.npy | dlrun infer gives two arrays" t_stream
 	check "$name: --batch-size 1 2 3 7 100 give the bytes of one piece" t_batch_size
+	check "$name: --batch-size on a truncated array writes nothing" t_batch_truncated
 	check "$name: -o FILE writes the file, no temporary files left" t_output_file
 	check "$name: a run failing midway leaves the -o file as it was" t_failed_run_keeps_file
 	check "$name: zero-sample batches" t_zero_samples

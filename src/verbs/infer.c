@@ -47,6 +47,12 @@ struct infer {
 	int weights_loaded;
 	const char *wflag;
 	struct dl_rng rng;
+	/* --batch-size with one input: the array's data is read chunk by
+	 * chunk from its stream (memory bounded by the chunk), after its
+	 * header; outputs are still gathered whole, so a stream that breaks
+	 * off midway writes nothing. */
+	int streamed;
+	struct dl_npy_header pending;
 };
 
 static const char *src_name(const struct source *s)
@@ -297,14 +303,26 @@ static int run_step(struct infer *I, struct dl_error *err)
 	}
 	int64_t step = I->batch > 0 && I->batch < n ? I->batch : n;
 	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads()};
+	if (I->streamed && (rc = grow_floats(&I->in_data[0], &I->in_cap[0],
+					    step * dl_shape_prod(&I->in_shape[0], 1, I->in_shape[0].ndim),
+					    err)) != 0)
+		return rc;
 	for (int64_t off = 0; off < n || (n == 0 && off == 0); off += step ? step : 1) {
 		int64_t cb = n - off < step ? n - off : step;
 		for (int i = 0; i < g->n_inputs; i++) {
+			int64_t per = dl_shape_prod(&I->in_shape[i], 1, I->in_shape[i].ndim);
 			I->chunk[i] = I->in_shape[i];
 			I->chunk_ptr[i] = I->in_data[i];
-			if (I->in_shape[i].d[0] == n && n != 1) {
+			if (I->streamed) {
+				/* this chunk's rows, straight from the stream */
+				const struct source *src = &I->src[I->src_of[i]];
 				I->chunk[i].d[0] = cb;
-				I->chunk_ptr[i] += off * dl_shape_prod(&I->in_shape[i], 1, I->in_shape[i].ndim);
+				if ((rc = dl_npy_read_f32(src->f, src_name(src), &I->pending, cb * per,
+							  I->in_data[i], err)) != 0)
+					return rc;
+			} else if (I->in_shape[i].d[0] == n && n != 1) {
+				I->chunk[i].d[0] = cb;
+				I->chunk_ptr[i] += off * per;
 			}
 		}
 		if (step != n && (rc = dl_graph_infer(g, I->chunk, err)) != 0)
@@ -375,10 +393,17 @@ static int read_npy_step(struct infer *I, struct dl_error *err)
 					    src_name(s), g->inputs[i].name,
 					    is_float ? "floats" : "integers",
 					    g->inputs[i].is_int ? "integers (dtype: int)" : "floats (<f4 or <f8)");
-		if ((rc = grow_floats(&I->in_data[i], &I->in_cap[i], h.numel, err)) != 0)
-			return rc;
-		if ((rc = dl_npy_read_f32(s->f, src_name(s), &h, h.numel, I->in_data[i], err)) != 0)
-			return rc;
+		I->streamed = g->n_inputs == 1 && I->batch > 0 && !h.fortran &&
+			      h.shape.ndim > 0 && h.shape.d[0] > I->batch;
+		if (I->streamed) {
+			I->pending = h;
+		} else {
+			if ((rc = grow_floats(&I->in_data[i], &I->in_cap[i], h.numel, err)) != 0)
+				return rc;
+			if ((rc = dl_npy_read_f32(s->f, src_name(s), &h, h.numel, I->in_data[i],
+						  err)) != 0)
+				return rc;
+		}
 		I->in_shape[i] = h.shape;
 		if (h.shape.ndim == 0) {
 			I->in_shape[i].ndim = 1;
