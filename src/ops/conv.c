@@ -239,21 +239,6 @@ static struct win convt_win(const struct geom *g)
 	return w;
 }
 
-/* The range of grid columns ow in [0, OW) whose image column
- * ow * s + off falls inside [0, W). */
-static void col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
-		      int64_t *lo, int64_t *hi)
-{
-	/* ow * s + off >= 0  <=>  ow >= ceil(-off / s) */
-	int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-	/* ow * s + off <= W - 1  <=>  ow <= floor((W - 1 - off) / s) */
-	int64_t h = W - 1 - off < 0 ? -1 : (W - 1 - off) / s;
-	if (h > OW - 1)
-		h = OW - 1;
-	*lo = l;
-	*hi = h + 1 > l ? h + 1 : l;
-}
-
 /* Grid rows [oh0, oh1) of the columns: col [C kh kw, (oh1 - oh0) OW],
  * col[(c kh + i) kw + j, (oh - oh0) OW + ow] = img[c, oh sh - ph + i dh,
  * ow sw - pw + j dw], 0 outside the image. */
@@ -266,7 +251,7 @@ DL_CLONES static void im2col(float *restrict col, const float *restrict img,
 		const float *plane = img + c * w->H * w->W;
 		float *dst = col + r * cols;
 		int64_t off = j * w->dw - w->pw, lo, hi;
-		col_range(w->OW, w->W, w->sw, off, &lo, &hi);
+		dl_col_range(w->OW, w->W, w->sw, off, &lo, &hi);
 		for (int64_t oh = oh0; oh < oh1; oh++, dst += w->OW) {
 			int64_t ih = oh * w->sh - w->ph + i * w->dh;
 			if (ih < 0 || ih >= w->H) {
@@ -299,7 +284,7 @@ DL_CLONES static void col2im(float *restrict img, const float *restrict col,
 			for (int64_t j = 0; j < w->kw; j++) {
 				const float *src = col + ((c * w->kh + i) * w->kw + j) * cols;
 				int64_t off = j * w->dw - w->pw, lo, hi, sw = w->sw;
-				col_range(w->OW, w->W, sw, off, &lo, &hi);
+				dl_col_range(w->OW, w->W, sw, off, &lo, &hi);
 				for (int64_t oh = oh0; oh < oh1; oh++, src += w->OW) {
 					int64_t ih = oh * w->sh - w->ph + i * w->dh;
 					if (ih < 0 || ih >= w->H)
@@ -341,7 +326,7 @@ DL_CLONES static void dw_plane_forward(float *restrict y, const float *restrict 
 			for (int64_t j = 0; j < g->kw; j++) {
 				float wv = w[i * g->kw + j];
 				int64_t off = j * g->dw - g->pw, lo, hi;
-				col_range(OW, g->W, sw, off, &lo, &hi);
+				dl_col_range(OW, g->W, sw, off, &lo, &hi);
 				const float *restrict xs = xr + off;
 				if (sw == 1) {
 					#pragma omp simd
@@ -421,7 +406,7 @@ DL_CLONES static void dw_plane_backward(float *restrict dx, float *restrict dw,
 				continue;
 			for (int64_t j = 0; j < g->kw; j++) {
 				int64_t off = j * g->dw - g->pw, lo, hi;
-				col_range(g->OW, g->W, g->sw, off, &lo, &hi);
+				dl_col_range(g->OW, g->W, g->sw, off, &lo, &hi);
 				if (dx) {
 					float wv = w[i * g->kw + j];
 					float *restrict dxs = dx + ih * g->W + off;

@@ -207,19 +207,6 @@ static int64_t max_argmax(const float *x, const struct pgeom *g, int64_t oh,
 	return best;
 }
 
-/* The range of output columns ow in [0, OW) whose input column
- * ow * s + off falls inside [0, W). */
-static void col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
-		      int64_t *lo, int64_t *hi)
-{
-	int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
-	int64_t h = W - 1 - off < 0 ? -1 : (W - 1 - off) / s;
-	if (h > OW - 1)
-		h = OW - 1;
-	*lo = l;
-	*hi = h + 1 > l ? h + 1 : l;
-}
-
 /* One plane: y [OH, OW] = max over each window of x [H, W]. Tap by tap
  * over whole output rows (vectorised over the columns); a tap replaces
  * the running maximum when larger or NaN, so ties, NaNs and windows of
@@ -239,7 +226,7 @@ DL_CLONES static void maxpool_plane(float *restrict y, const float *restrict x,
 				continue;
 			for (int64_t j = 0; j < g->kw; j++) {
 				int64_t off = j * g->dw - g->pw, lo, hi;
-				col_range(OW, g->W, sw, off, &lo, &hi);
+				dl_col_range(OW, g->W, sw, off, &lo, &hi);
 				const float *restrict xs = x + ih * g->W + off;
 				#pragma omp simd
 				for (int64_t ow = lo; ow < hi; ow++) {
@@ -339,7 +326,7 @@ DL_CLONES static void avgpool_plane(float *restrict y, const float *restrict x,
 				continue;
 			for (int64_t j = 0; j < g->kw; j++) {
 				int64_t off = j - g->pw, lo, hi;
-				col_range(OW, g->W, sw, off, &lo, &hi);
+				dl_col_range(OW, g->W, sw, off, &lo, &hi);
 				const float *restrict xs = x + ih * g->W + off;
 				#pragma omp simd
 				for (int64_t ow = lo; ow < hi; ow++)

@@ -36,4 +36,19 @@ int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
 		       const int64_t *d, int64_t *pb, int64_t *pa,
 		       struct dl_error *err);
 
+/* The range [lo, hi) of output columns ow in [0, OW) whose input column
+ * ow * s + off falls inside [0, W). */
+static inline void dl_col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
+				int64_t *lo, int64_t *hi)
+{
+	/* ow * s + off >= 0  <=>  ow >= ceil(-off / s) */
+	int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+	/* ow * s + off <= W - 1  <=>  ow <= floor((W - 1 - off) / s) */
+	int64_t h = W - 1 - off < 0 ? -1 : (W - 1 - off) / s;
+	if (h > OW - 1)
+		h = OW - 1;
+	*lo = l;
+	*hi = h + 1 > l ? h + 1 : l;
+}
+
 #endif
