@@ -74,23 +74,6 @@ static int is_transposed(const struct dl_node *n)
 	return n->op->n_hp == N_HP_T;
 }
 
-static const char *layout(int nsp)
-{
-	return nsp == 1 ? "[N, C, L]" : "[N, C, H, W]";
-}
-
-/* "5x7" for 2D sizes, "5" for 1D. */
-static const char *dims_str(char *buf, size_t size, int nsp, int64_t a,
-			    int64_t b)
-{
-	if (nsp == 1)
-		snprintf(buf, size, "%lld", (long long)b);
-	else
-		snprintf(buf, size, "%lldx%lld", (long long)a, (long long)b);
-	return buf;
-}
-
-
 
 /* Checks the input and the hyperparameters and fills g. err may be NULL
  * (forward and backward recompute what infer already checked). */
@@ -103,14 +86,14 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 	g->transposed = tr;
 	if (in->ndim != nsp + 2)
 		return dl_node_error(err, n, -1, "expects a %s input, got %s",
-				     layout(nsp), dl_shape_str(in, a, sizeof a));
+				     dl_spatial_layout(nsp), dl_shape_str(in, a, sizeof a));
 	g->N = in->d[0];
 	g->C = in->d[1];
 	g->H = nsp == 1 ? 1 : in->d[2];
 	g->W = in->d[nsp + 1];
 	if (g->C == 0 || g->H == 0 || g->W == 0)
 		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
-				     layout(nsp), dl_shape_str(in, a, sizeof a));
+				     dl_spatial_layout(nsp), dl_shape_str(in, a, sizeof a));
 	const struct dl_hp_value *hp = n->hp;
 	if (hp[HP_IN].set && hp[HP_IN].i != g->C)
 		return dl_node_error(err, n, HP_IN,
@@ -157,16 +140,16 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 				int64_t pH = g->H + (nsp == 2 ? pb[0] + pa[0] : 0);
 				int64_t pW = g->W + pb[nsp - 1] + pa[nsp - 1];
 				char kk[64];
-				dims_str(kk, sizeof kk, nsp, k[0], k[nsp - 1]);
+				dl_spatial_dims(kk, sizeof kk, nsp, k[0], k[nsp - 1]);
 				if (nsp == 2 && k[0] == k[1])
 					snprintf(kk, sizeof kk, "%lld", (long long)k[0]);
 				if (ek != k[i])
 					return dl_node_error(err, n, HP_KERNEL,
 						"kernel_size %s with dilation spans %lld cells, more than the padded input %s",
-						kk, (long long)ek, dims_str(b, sizeof b, nsp, pH, pW));
+						kk, (long long)ek, dl_spatial_dims(b, sizeof b, nsp, pH, pW));
 				return dl_node_error(err, n, HP_KERNEL,
 					"kernel_size %s is larger than the padded input %s",
-					kk, dims_str(b, sizeof b, nsp, pH, pW));
+					kk, dl_spatial_dims(b, sizeof b, nsp, pH, pW));
 			}
 			o[i] = (padded - ek) / s[i] + 1;
 		} else {

@@ -10,7 +10,6 @@
 #include "ops/spatial.h"
 
 
-
 /* Run a loop over planes in parallel when there is enough work. */
 #define PAR_MIN 16384
 
@@ -20,20 +19,6 @@ static int spatial_dims(const struct dl_node *n)
 	return n->op->name[len - 2] == '1' ? 1 : 2;   /* "..._pool1d" */
 }
 
-static const char *layout(int nsp)
-{
-	return nsp == 1 ? "[N, C, L]" : "[N, C, H, W]";
-}
-
-static const char *dims_str(char *buf, size_t size, int nsp, int64_t a,
-			    int64_t b)
-{
-	if (nsp == 1)
-		snprintf(buf, size, "%lld", (long long)b);
-	else
-		snprintf(buf, size, "%lldx%lld", (long long)a, (long long)b);
-	return buf;
-}
 
 /* Input [N, C, (H,) W] as planes of H x W: checks the rank. */
 static int planes(const struct dl_node *n, const struct dl_shape *in, int nsp,
@@ -43,14 +28,14 @@ static int planes(const struct dl_node *n, const struct dl_shape *in, int nsp,
 	char a[64];
 	if (in->ndim != nsp + 2)
 		return dl_node_error(err, n, -1, "expects a %s input, got %s",
-				     layout(nsp), dl_shape_str(in, a, sizeof a));
+				     dl_spatial_layout(nsp), dl_shape_str(in, a, sizeof a));
 	*N = in->d[0];
 	*C = in->d[1];
 	*H = nsp == 1 ? 1 : in->d[2];
 	*W = in->d[nsp + 1];
 	if (*H == 0 || *W == 0)
 		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
-				     layout(nsp), dl_shape_str(in, a, sizeof a));
+				     dl_spatial_layout(nsp), dl_shape_str(in, a, sizeof a));
 	return 0;
 }
 
@@ -125,16 +110,16 @@ static int pool_geometry(const struct dl_node *n, const struct dl_shape *in,
 			int64_t pH = g->H + (nsp == 2 ? pb[0] + pa[0] : 0);
 			int64_t pW = g->W + pb[nsp - 1] + pa[nsp - 1];
 			if (nsp == 2 && k[0] != k[1])
-				dims_str(kk, sizeof kk, nsp, k[0], k[1]);
+				dl_spatial_dims(kk, sizeof kk, nsp, k[0], k[1]);
 			else
 				snprintf(kk, sizeof kk, "%lld", (long long)k[i]);
 			if (ek != k[i])
 				return dl_node_error(err, n, hk,
 					"kernel_size %s with dilation spans %lld cells, more than the padded input %s",
-					kk, (long long)ek, dims_str(b, sizeof b, nsp, pH, pW));
+					kk, (long long)ek, dl_spatial_dims(b, sizeof b, nsp, pH, pW));
 			return dl_node_error(err, n, hk,
 				"kernel_size %s is larger than the padded input %s",
-				kk, dims_str(b, sizeof b, nsp, pH, pW));
+				kk, dl_spatial_dims(b, sizeof b, nsp, pH, pW));
 		}
 		int64_t span = padded - ek;
 		o[i] = (ceil_mode ? (span + s[i] - 1) / s[i] : span / s[i]) + 1;

@@ -1,4 +1,6 @@
 /* Shared by conv.c and pool.c: bounded tuples and padding resolution. */
+#include <stdio.h>
+
 #include "ops/spatial.h"
 
 int dl_spatial_tuple(const struct dl_node *n, int hp, int nsp, int64_t *v,
@@ -60,4 +62,19 @@ int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
 			return dl_node_error(err, n, hp, "padding must be between 0 and %lld",
 					     (long long)GEOM_MAX - 1);
 	return 0;
+}
+
+const char *dl_spatial_layout(int nsp)
+{
+	return nsp == 1 ? "[N, C, L]" : "[N, C, H, W]";
+}
+
+const char *dl_spatial_dims(char *buf, size_t size, int nsp, int64_t a,
+			    int64_t b)
+{
+	if (nsp == 1)
+		snprintf(buf, size, "%lld", (long long)b);
+	else
+		snprintf(buf, size, "%lldx%lld", (long long)a, (long long)b);
+	return buf;
 }

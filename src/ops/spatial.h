@@ -4,6 +4,7 @@
 #ifndef DL_SPATIAL_H
 #define DL_SPATIAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/op.h"
@@ -35,6 +36,12 @@ int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
 		       const int64_t *L, const int64_t *k, const int64_t *s,
 		       const int64_t *d, int64_t *pb, int64_t *pa,
 		       struct dl_error *err);
+
+/* "[N, C, L]" or "[N, C, H, W]": the input layout, for messages. */
+const char *dl_spatial_layout(int nsp);
+/* "5x7" for 2D sizes (a, b), "7" for 1D (b), into buf; returns buf. */
+const char *dl_spatial_dims(char *buf, size_t size, int nsp, int64_t a,
+			    int64_t b);
 
 /* The range [lo, hi) of output columns ow in [0, OW) whose input column
  * ow * s + off falls inside [0, W). */
