@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "engine/graph.h"
+#include "engine/threads.h"
 
 #define ALIGN 64
 
@@ -471,6 +472,7 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 		}
 		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
 		ctx->saved = ctx->train && g->saved ? g->saved + g->saved_off[i] : NULL;
+		dl_threads_check();
 		double t0 = g->prof ? seconds() : 0;
 		n->op->forward(n, g->tin, &out, ctx);
 		if (g->prof)
@@ -552,6 +554,7 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		}
 		struct dl_tensor out = {g->values[nd->out].shape, g->values[nd->out].data};
 		ctx->saved = g->saved ? g->saved + g->saved_off[i] : NULL;
+		dl_threads_check();
 		double t0 = g->prof ? seconds() : 0;
 		nd->op->backward(nd, g->tin, &out, g->values[nd->out].grad, g->din, ctx);
 		if (g->prof)
