@@ -89,6 +89,14 @@ struct dl_graph {
 	float *param_block;
 	float *grad_block;           /* NULL until training asks for it */
 
+	/* The input shapes of the last successful inference, and what the
+	 * memory plan was made for: a stream of same-shaped steps infers and
+	 * plans once. */
+	struct dl_shape *last_in;    /* [n_inputs] */
+	unsigned shape_gen;          /* counts successful inferences */
+	unsigned plan_gen;           /* shape_gen of the plan; 0: none */
+	int plan_train;
+
 	/* Memory plan for the current shapes. */
 	int shapes_ready;
 	int train_plan;              /* the plan holds gradients and keeps
