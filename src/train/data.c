@@ -349,9 +349,9 @@ int dl_dataset_load_npz(struct dl_dataset *d, const char *path, int val,
 			char want[600];
 			expected_list(s, "", want, sizeof want);
 			rc = dl_error_set(err, DL_EINPUT,
-					  "%s: array '%s' is none the model takes: one array per input "
-					  "named as the input (%s), labels y, and for validation the "
-					  "same names with _val",
+					  "%s: array '%s' is not one the model takes: one array per "
+					  "input named as the input (%s), the labels y, and for "
+					  "validation the same names with _val",
 					  path, z.m[m].name, want);
 		}
 	/* validation arrays are optional: none at all is an empty set */
