@@ -560,6 +560,25 @@ check "bad: --data - ending inside a step (names the missing input)" \
 	refused_stdin "$bad/gcn_stream_short.npy" "step 2.*'adj'" \
 	"$gcn/model.yaml" --data -
 
+# an .npz with <input>_val and y_val carries a validation set (int token
+# inputs too); validation arrays for only some inputs are an error
+val_two_inputs() {
+	for _c in gcn gru_seq2seq; do
+		rm -f "$tmp/val.log"
+		run_dlrun train "$parity/$_c/model.yaml" \
+			-w "$parity/$_c/init.safetensors" \
+			--data "$parity/$_c/with_val.npz" --epochs 2 --batch-size 4 \
+			--log "$tmp/val.log" -q -o "$tmp/val.safetensors"
+		expect_rc 0 || return 1
+		_n=$(grep -c '"val_loss" *:.*"val_accuracy" *:' "$tmp/val.log")
+		[ "$_n" = 2 ] || fail "$_c: $_n log lines with val_loss and val_accuracy, expected 2"
+	done
+	return 0
+}
+check "validation from <input>_val and y_val (gcn, gru_seq2seq)" val_two_inputs
+check "bad: .npz with x_val and y_val but no adj_val (named)" \
+	refused "'adj_val'" "$gcn/model.yaml" --data "$bad/gcn_val_partial.npz"
+
 # --loss-output: a model with two outputs (a: 3 classes, b: 4 classes)
 # trained with the loss on b gives the bytes of the same model with b as
 # its only output (a gets no gradient, and Adam leaves it as it was); the

@@ -10,6 +10,7 @@ For every case this writes tests/data/train_parity/<case>/:
   init.safetensors         initial weights (PyTorch's default init, fixed seed)
   data.npz                 one array per model input, named as the input,
                            and the labels y (int64 class ids)
+  with_val.npz             data.npz and a validation set: <input>_val, y_val
   stream.npy               data.npz as two steps of `--data -`: per step
                            one array per input, then y
   probe.npy                one array per input, back to back (what `dlrun
@@ -239,6 +240,13 @@ def make_case(c, outdir):
     arrays = {k: data[k] for k in c["inputs"]}
     arrays["y"] = y
     write(os.path.join(d, "data.npz"), npz_bytes(arrays))
+    # the same with a validation set, <input>_val and y_val (fresh samples)
+    vdata = c["data"](np.random.default_rng(c["seed"] + 1), 4)
+    for k in c["inputs"]:
+        arrays[k + "_val"] = vdata[k]
+    arrays["y_val"] = np.random.default_rng(c["seed"] + 2).integers(
+        0, c["classes"], (4, c["ylen"])).astype("<i8")
+    write(os.path.join(d, "with_val.npz"), npz_bytes(arrays))
     # the same data as a stream for `--data -`: two steps of N // 2
     # samples, each one array per input in the model's order, then y
     h = N // 2
@@ -289,6 +297,10 @@ def make_bad(outdir):
     }
     for name, arrays in bad.items():
         write(os.path.join(d, name), npz_bytes(arrays))
+    # validation arrays for only some of the inputs: adj_val is missing
+    write(os.path.join(d, "gcn_val_partial.npz"),
+          npz_bytes({"x": g["x"], "adj": g["adj"], "y": y,
+                     "x_val": g["x"], "y_val": y}))
     # a stream that ends after the second step's x, before its adj
     write(os.path.join(d, "gcn_stream_short.npy"),
           b"".join(npy_bytes(a) for a in (g["x"], g["adj"], y, g["x"])))
