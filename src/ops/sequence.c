@@ -327,7 +327,8 @@ static const struct dl_op_desc op_positional_encoding = {
 	.forward = pe_fwd,
 	.backward = pe_bwd,
 	.params = "weight [max_len, dim] (kind: learned; dim defaults to D)",
-	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+	/* not DL_OP_INPLACE_OK: with mode: concat the output is larger */
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_sequence[] = {
