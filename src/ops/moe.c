@@ -2,6 +2,7 @@
  * expert is an inner graph (a copy of the `expert:` entries, built by the
  * loader); only the chosen experts run, on the tokens routed to them, in
  * memory this node's plan holds for the worst case (ops/subgraph.h). */
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -157,16 +158,16 @@ static int moe_infer(struct dl_node *n, const struct dl_shape *in,
 		return rc;
 	*out = in[0];
 	out->d[out->ndim - 1] = Dout;
-	/* the experts that run, packed: each buffer's bytes are a + b rows,
-	 * rounded up to 64 */
+	/* the experts that run, packed: each buffer's bytes are a + b rows
+	 * (give or take a few: bit masks), rounded up to 64 */
 	size_t packed;
 	int64_t running = E < k * M ? E : k * M;
 	if (M <= 1) {
-		packed = (size_t)running * (raw1 + 64 * (size_t)terms);
+		packed = (size_t)running * (raw1 + 128 * (size_t)terms);
 	} else {
 		size_t b = rawM > raw1 ? (rawM - raw1 + (size_t)M - 2) / (size_t)(M - 1) : 0;
 		size_t a = raw1 > b ? raw1 - b : 0;
-		packed = (size_t)running * (a + 64 * (size_t)terms) + b * (size_t)(k * M);
+		packed = (size_t)running * (a + 128 * (size_t)terms) + b * (size_t)(k * M);
 	}
 	struct moe_mem m = mem(n, M, E, k, D, Dout);
 	n->saved_bytes = m.experts + packed;
@@ -190,6 +191,9 @@ static const float *run_expert(struct dl_node *n, int e, int64_t cnt, int64_t D,
 	if (dl_sub_infer(g, &xs, &err) != 0)
 		return NULL;
 	char *ws = ctx->ws;
+	/* the bound of moe_infer holds for affine sizes */
+	assert(!ctx->saved || m->experts + *used + dl_sub_packed_bytes(g, 1, NULL) <=
+				      n->saved_bytes);
 	if (ctx->saved)
 		*used += dl_sub_bind_packed(g, (char *)ctx->saved + m->experts + *used,
 					    ws + m->inner_ws);
