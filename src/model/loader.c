@@ -1009,8 +1009,14 @@ static int build_sub_nodes(struct dl_node *n, const struct dl_sub_node *spec,
 		if (!g->output_names[0])
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
 	}
-	n->sub = sub;  /* freed with the graph, built or not */
-	return rc;
+	if (rc) {
+		dl_graph_free(g);
+		free(sub->g);
+		free(sub);
+		return rc;
+	}
+	n->sub = sub;
+	return 0;
 }
 
 int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err)
