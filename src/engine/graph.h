@@ -46,9 +46,11 @@ struct dl_row {
 	int value;         /* the entry's output value */
 };
 
-/* The sub-models of a node whose op takes a list of entries (an ENTRIES
- * hyperparameter): n copies of the body, each its own graph with one input
- * of per-sample shape [D], D bound by the data. node->sub points here. */
+/* The inner graphs of a composite node: the copies of the body of an
+ * ENTRIES hyperparameter (a mixture's experts, one input of per-sample
+ * shape [D]), or the one graph a composite op builds (a transformer layer).
+ * Their memory and parameters are the parent's (borrowed; planned by
+ * ops/subgraph.h). node->sub points here. */
 struct dl_subgraphs {
 	int n;
 	struct dl_graph **g;
