@@ -126,7 +126,7 @@ static int tf_infer(struct dl_node *n, const struct dl_shape *in,
 	if (!n->sub) {
 		struct dl_sub_node spec[24];
 		if (!n->build_sub)
-			return dl_node_error(err, n, -1, "internal: no sub-model builder");
+			return dl_node_error(err, n, -1, "internal: no inner-graph builder");
 		int rc = n->build_sub(n, spec, describe(n, D, spec), err);
 		if (rc)
 			return rc;
