@@ -63,13 +63,15 @@ void dl_graph_free(struct dl_graph *g)
 		free(g->sym_names[i]);
 	free(g->sym_names);
 	free(g->sym_vals);
-	free(g->param_block);
-	free(g->grad_block);
-	free(g->arena);
-	free(g->ws);
+	if (!g->borrowed) {
+		free(g->param_block);
+		free(g->grad_block);
+		free(g->arena);
+		free(g->ws);
+		free(g->saved);
+	}
 	free(g->tin);
 	free(g->last_in);
-	free(g->saved);
 	free(g->saved_off);
 	free(g->din);
 	free(g->prof);
@@ -424,6 +426,15 @@ static int plan_training(struct dl_graph *g, int max_in, struct dl_error *err)
 	return 0;
 }
 
+int dl_graph_layout(struct dl_graph *g, int train, size_t *arena_bytes,
+		    struct dl_error *err)
+{
+	for (int v = 0; v < g->n_values; v++)
+		g->values[v].bytes = align_up((size_t)dl_shape_numel(&g->values[v].shape) * sizeof(float));
+	lifetimes(g, train);
+	return layout(g, train, arena_bytes, err);
+}
+
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
@@ -432,11 +443,8 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 		return 0;
 	g->plan_gen = 0;
 	g->train_plan = train;
-	for (int v = 0; v < g->n_values; v++)
-		g->values[v].bytes = align_up((size_t)dl_shape_numel(&g->values[v].shape) * sizeof(float));
-	lifetimes(g, train);
 	size_t top = 0, ws = 0;
-	int rc = layout(g, train, &top, err);
+	int rc = dl_graph_layout(g, train, &top, err);
 	if (rc)
 		return rc;
 	int max_in = 1;
