@@ -1,7 +1,8 @@
 /* Pooling and resampling: max_pool1d/2d, avg_pool1d/2d,
  * adaptive_avg_pool1d/2d, adaptive_max_pool1d/2d, upsample. Single passes
- * over planes, OpenMP over batch x channel; backward recomputes what it needs from the input instead
- * of saving indices. 1D ops are the 2D kernels with H = 1. */
+ * over planes, OpenMP over batch x channel; backward recomputes what it
+ * needs from the input instead of saving indices. 1D ops are the 2D
+ * kernels with H = 1. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
