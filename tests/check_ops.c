@@ -764,8 +764,6 @@ START_TEST(errors)
 	expect_error("instance_norm2d", "", 1, p3, NULL, "expects a [N, C, H, W] input, got [2, 3, 4]");
 	expect_error("instance_norm2d", "num_features: 4", 1, i4, "num_features",
 		     "num_features 4 does not match the input's 3 channels");
-	expect_error("instance_norm2d", "track_running_stats: true", 1, i4,
-		     "track_running_stats", "accepted only as false");
 	expect_error("adaptive_max_pool2d", "output_size: 2", 1, p3, NULL,
 		     "expects a [N, C, H, W] input");
 	expect_error("adaptive_max_pool1d", "output_size: [2, 2]", 1, p3, "output_size",

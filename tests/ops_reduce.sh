@@ -67,6 +67,8 @@ npy_f4 '(1, 4)' 1 2 3 4 >"$tmp/x4.npy"
 npy_f4 '(1, 3, 8)' $(vals 24) >"$tmp/x38.npy"
 # shellcheck disable=SC2046
 npy_f4 '(1, 6, 5)' $(vals 30) >"$tmp/x65.npy"
+# shellcheck disable=SC2046
+npy_f4 '(1, 2, 3, 4)' $(vals 24) >"$tmp/x234.npy"
 
 bad_model reduce_sum_batch_dim.yaml "$tmp/x34.npy" 4:11: "sum: dim 0 is the batch dimension"
 bad_model reduce_max_batch_neg.yaml "$tmp/x34.npy" 4:11: "max: dim -3 is the batch dimension"
@@ -78,8 +80,9 @@ bad_model reduce_group_norm_groups.yaml "$tmp/x65.npy" 4:18: \
 	"group_norm: num_groups 4 does not divide the input's 6 channels"
 bad_model reduce_instance_norm_rank.yaml "$tmp/x38.npy" 5:5: \
 	"instance_norm2d: expects a [N, C, H, W] input, got [1, 3, 8]"
-bad_model reduce_instance_norm_track.yaml "$tmp/x38.npy" 4:23: \
-	"instance_norm1d: track_running_stats is accepted only as false"
+bad_model reduce_instance_norm1d_rank.yaml "$tmp/x234.npy" 4:5: \
+	"instance_norm1d: expects a [N, C, L] input, got [1, 2, 3, 4]" \
+	"instance_norm2d takes [N, C, H, W]"
 bad_model reduce_adaptive_max_rank.yaml "$tmp/x38.npy" 4:5: \
 	"adaptive_max_pool2d: expects a [N, C, H, W] input, got [1, 3, 8]"
 bad_model reduce_drop_path_p.yaml "$tmp/x4.npy" 4:17: "drop_path: p is 1.5" \

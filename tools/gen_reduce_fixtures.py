@@ -13,8 +13,10 @@ arguments).
 tests/data/reduce/ (tests/check_conv.c reads it like tests/data/conv): one
 op per case, forward and backward against PyTorch's autograd. cases.txt has
 one line per case, NAME|OP|TRAIN|HYPERPARAMETERS; each case has NAME.x.npy
-(input), NAME.p.PARAM.npy (parameters), NAME.gy.npy (dL/dy), NAME.y.npy,
-NAME.gx.npy and NAME.g.PARAM.npy (the expected output and gradients). Cases
+(input), NAME.p.PARAM.npy (parameters and buffers), NAME.gy.npy (dL/dy),
+NAME.y.npy, NAME.gx.npy and NAME.g.PARAM.npy (the expected output and
+gradients), and in training NAME.after.BUF.npy (running statistics after
+the step). Cases
 named *_ties hold tied extremes (their gradient is PyTorch's, but finite
 differences are meaningless there); *_distinct inputs are spaced 2/numel
 apart so that a finite-difference step never changes a winner.
@@ -104,14 +106,18 @@ def ref(op, hp):
         return lambda x, p: F.group_norm(x, hp["num_groups"], p.get("weight"),
                                          p.get("bias"), hp.get("eps", 1e-5))
     if op in ("instance_norm1d", "instance_norm2d"):
-        # nn.InstanceNorm1d/2d's forward without running statistics
-        def f(x, p):
+        # nn.InstanceNorm1d/2d's forward (its defaults from a module), on
+        # the given tensors; in training it updates p's running statistics
+        # in place
+        def f(x, p, train=False):
             m = (nn.InstanceNorm1d if op.endswith("1d") else nn.InstanceNorm2d)(
                 x.shape[1], eps=hp.get("eps", 1e-5),
                 momentum=hp.get("momentum", 0.1))
-            assert not m.track_running_stats and not m.affine
-            return F.instance_norm(x, weight=p.get("weight"), bias=p.get("bias"),
-                                   use_input_stats=True, eps=m.eps)
+            track = hp.get("track_running_stats", m.track_running_stats)
+            return F.instance_norm(x, p.get("running_mean"), p.get("running_var"),
+                                   weight=p.get("weight"), bias=p.get("bias"),
+                                   use_input_stats=train or not track,
+                                   momentum=m.momentum, eps=m.eps)
         return f
     if op == "drop_path":
         return lambda x, p: x   # inference: the identity
@@ -122,16 +128,25 @@ def param_shapes(op, hp, x):
     C = x[1]
     if op == "group_norm" and hp.get("affine", True):
         return {"weight": [C], "bias": [C]}
-    if op.startswith("instance_norm") and hp.get("affine", False):
-        return {"weight": [C], "bias": [C]}
+    if op.startswith("instance_norm"):
+        out = {}
+        if hp.get("affine", False):
+            out.update({"weight": [C], "bias": [C]})
+        if hp.get("track_running_stats", False):
+            out.update({"running_mean": [C], "running_var": [C]})
+        return out
     return {}
 
 
+BUFFERS = ("running_mean", "running_var")
+
+
 def make_params(rng, shapes):
-    """weight U(0.5, 1.5), bias U(-1, 1)"""
+    """weight U(0.5, 1.5), running_var U(0.5, 2), others U(-1, 1)"""
     out = {}
     for k, s in sorted(shapes.items()):
-        lo, hi = (0.5, 1.5) if k == "weight" else (-1.0, 1.0)
+        lo, hi = {"weight": (0.5, 1.5), "running_var": (0.5, 2.0)}.get(
+            k, (-1.0, 1.0))
         out[k] = rng.uniform(lo, hi, size=s).astype(np.float32)
     return out
 
@@ -142,8 +157,8 @@ def fixture(name, op, x, kind="f", args=None, **hp):
     FIXTURES.append(dict(name=name, op=op, x=x, kind=kind, args=args, hp=hp))
 
 
-def unit(name, op, x, kind="f", **hp):
-    UNITS.append(dict(name=name, op=op, x=x, kind=kind, hp=hp))
+def unit(name, op, x, kind="f", train=False, **hp):
+    UNITS.append(dict(name=name, op=op, x=x, kind=kind, train=train, hp=hp))
 
 
 def both(name, op, x, kind="f", args=None, **hp):
@@ -214,6 +229,15 @@ both("instance_norm2d_affine", "instance_norm2d", [3, 2, 3, 3], affine=True,
      momentum=0.2, num_features=2)
 fixture("instance_norm2d_bs2", "instance_norm2d", [3, 2, 3, 3],
         args="--batch-size 2", track_running_stats=False)
+# with running statistics: used at inference, updated in training
+both("instance_norm1d_running", "instance_norm1d", [2, 3, 6],
+     track_running_stats=True)
+both("instance_norm2d_running_affine_b1", "instance_norm2d", [1, 2, 4, 3],
+     track_running_stats=True, affine=True, eps=1e-3)
+unit("instance_norm1d_running_train", "instance_norm1d", [3, 2, 5],
+     train=True, track_running_stats=True, momentum=0.3)
+unit("instance_norm2d_running_affine_train", "instance_norm2d", [2, 3, 3, 4],
+     train=True, track_running_stats=True, affine=True)
 # drop_path at inference: the identity
 fixture("drop_path_infer", "drop_path", [2, 3, 4], p=0.3)
 fixture("drop_path_infer_b1", "drop_path", [1, 5])
@@ -307,9 +331,10 @@ def run_unit(c):
     x = make_input(rng, c["x"], c["kind"])
     params = make_params(rng, param_shapes(c["op"], c["hp"], c["x"]))
     tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
+    tp = {k: torch.tensor(v, dtype=torch.float64, requires_grad=k not in BUFFERS)
           for k, v in params.items()}
-    y = ref(c["op"], c["hp"])(tx, tp)
+    f = ref(c["op"], c["hp"])
+    y = f(tx, tp, train=True) if c["train"] else f(tx, tp)
     gy = rng.uniform(-1.0, 1.0, size=list(y.shape)).astype(np.float32)
     if y.requires_grad:
         (y * torch.tensor(gy, dtype=torch.float64)).sum().backward()
@@ -318,7 +343,11 @@ def run_unit(c):
     for k, v in params.items():
         out["p." + k] = v
     for k, t in tp.items():
-        out["g." + k] = t.grad.numpy()
+        if k in BUFFERS:
+            if c["train"]:
+                out["after." + k] = t.detach().numpy()
+        else:
+            out["g." + k] = t.grad.numpy()
     return out
 
 
@@ -350,7 +379,8 @@ def main():
     for c in UNITS:
         for k, a in sorted(run_unit(c).items()):
             save(os.path.join(data, "%s.%s.npy" % (c["name"], k)), a)
-        lines.append("%s|%s|0|%s" % (c["name"], c["op"], yaml_hps(c["hp"])))
+        lines.append("%s|%s|%d|%s" % (c["name"], c["op"], int(c["train"]),
+                                      yaml_hps(c["hp"])))
     with open(os.path.join(data, "cases.txt"), "w") as f:
         f.write("# NAME|OP|TRAIN|HYPERPARAMETERS: written by "
                 "tools/gen_reduce_fixtures.py\n")

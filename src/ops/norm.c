@@ -578,13 +578,15 @@ static int gn_infer(struct dl_node *n, const struct dl_shape *in,
 	int rc = gn_shape(n, &in[0], &N, &C, &G, &S, err);
 	if (rc)
 		return rc;
-	if (!is_group_norm(n) && n->hp[HI_TRACK].i)
-		return dl_node_error(err, n, HI_TRACK,
-			"track_running_stats is accepted only as false: dlrun's instance norms always normalise with each sample's own statistics");
 	struct dl_shape cs = dl_shape_make(1, &C);
 	if (n->hp[is_group_norm(n) ? HG_AFFINE : HI_AFFINE].i) {
 		if ((rc = dl_node_param(n, "weight", &cs, DL_INIT_ONES, 0, err)) < 0 ||
 		    (rc = dl_node_param(n, "bias", &cs, DL_INIT_ZEROS, 0, err)) < 0)
+			return rc;
+	}
+	if (!is_group_norm(n) && n->hp[HI_TRACK].i) {
+		if ((rc = dl_node_buffer(n, "running_mean", &cs, DL_INIT_ZEROS, 0, err)) < 0 ||
+		    (rc = dl_node_buffer(n, "running_var", &cs, DL_INIT_ONES, 0, err)) < 0)
 			return rc;
 	}
 	*out = in[0];
@@ -596,19 +598,25 @@ static int gn_infer(struct dl_node *n, const struct dl_shape *in,
 
 /* y [N, C, S] = (x - mean) rstd * w[c] + b[c], statistics per sample and
  * group of C/G channels (rows of D = C/G S values); mean, rstd [N G] are
- * written. w, b may be NULL (1, 0). */
+ * written, or read when given (running statistics). w, b may be NULL (1,
+ * 0). */
 DL_CLONES static void groupnorm_forward(float *y, float *mean, float *rstd,
 					const float *x, const float *w,
 					const float *b, int64_t N, int64_t C,
-					int64_t G, int64_t S, double eps)
+					int64_t G, int64_t S, double eps, int given)
 {
 	int64_t cg = C / G, D = cg * S;
 	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
 	for (int64_t r = 0; r < N * G; r++) {
 		float m, rs;
-		row_stats(x + r * D, D, eps, &m, &rs);
-		mean[r] = m;
-		rstd[r] = rs;
+		if (given) {
+			m = mean[r];
+			rs = rstd[r];
+		} else {
+			row_stats(x + r * D, D, eps, &m, &rs);
+			mean[r] = m;
+			rstd[r] = rs;
+		}
 		for (int64_t k = 0; k < cg; k++) {
 			int64_t c = r % G * cg + k;
 			float scale = rs * (w ? w[c] : 1.0f), shift = b ? b[c] : 0.0f;
@@ -622,13 +630,14 @@ DL_CLONES static void groupnorm_forward(float *y, float *mean, float *rstd,
 }
 
 /* Per row (sample, group): dx += rstd (dn - mean(dn) - xhat mean(dn xhat))
- * with dn = dy w[c]; dw[c] += sum over samples dy xhat, db[c] += sum dy.
- * Any of dx, dw, db may be NULL. */
+ * with dn = dy w[c] (statistics of the row), or dx += rstd dn (fixed
+ * running statistics, own == 0); dw[c] += sum over samples dy xhat, db[c]
+ * += sum dy. Any of dx, dw, db may be NULL. */
 DL_CLONES static void groupnorm_backward(float *dx, float *dw, float *db,
 					 const float *dy, const float *x,
 					 const float *w, const float *mean,
 					 const float *rstd, int64_t N, int64_t C,
-					 int64_t G, int64_t S)
+					 int64_t G, int64_t S, int own)
 {
 	int64_t cg = C / G, D = cg * S;
 	if (dx) {
@@ -646,7 +655,8 @@ DL_CLONES static void groupnorm_backward(float *dx, float *dw, float *db,
 					bb += (double)dn * ((xr[q] - m) * rs);
 				}
 			}
-			float ma = (float)(a / (double)D), mb = (float)(bb / (double)D);
+			float ma = own ? (float)(a / (double)D) : 0.0f;
+			float mb = own ? (float)(bb / (double)D) : 0.0f;
 			for (int64_t k = 0; k < cg; k++) {
 				float wc = w ? w[r % G * cg + k] : 1.0f;
 				const float *xr = x + r * D + k * S, *dyr = dy + r * D + k * S;
@@ -695,15 +705,63 @@ static double gn_eps(const struct dl_node *n)
 	return n->hp[is_group_norm(n) ? HG_EPS : HI_EPS].f;
 }
 
+/* Instance norms with track_running_stats, in training: PyTorch's
+ * F.instance_norm runs batch norm on [1, N C, S] with the running
+ * statistics repeated N times, then averages them back over the samples:
+ * rm = (1 - momentum) rm + momentum mean_n(mean[n, c]), rv likewise with
+ * each instance's unbiased variance (the biased one when S is 1, where
+ * PyTorch stops with an error). */
+static void instance_running_update(float *rm, float *rv, const float *x,
+				    int64_t N, int64_t C, int64_t S,
+				    double momentum)
+{
+	if (N == 0 || S == 0)
+		return;
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t c = 0; c < C; c++) {
+		double sm = 0.0, sv = 0.0;
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S;
+			double s = 0.0, ss = 0.0;
+			for (int64_t q = 0; q < S; q++)
+				s += xr[q];
+			double mu = s / (double)S;
+			for (int64_t q = 0; q < S; q++)
+				ss += ((double)xr[q] - mu) * ((double)xr[q] - mu);
+			sm += mu;
+			sv += S > 1 ? ss / (double)(S - 1) : ss;
+		}
+		rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * sm / (double)N);
+		rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * sv / (double)N);
+	}
+}
+
+/* Running statistics as mean and rstd of every (sample, channel) row. */
+static void instance_running(float *mean, float *rstd, const float *rm,
+			     const float *rv, int64_t N, int64_t C, double eps)
+{
+	for (int64_t r = 0; r < N * C; r++) {
+		mean[r] = rm[r % C];
+		rstd[r] = (float)(1.0 / sqrt((double)rv[r % C] + eps));
+	}
+}
+
 static void gn_op_forward(struct dl_node *n, const struct dl_tensor *in,
 			  struct dl_tensor *out, struct dl_ctx *ctx)
 {
 	int64_t N, C, G, S;
 	gn_shape(n, &in[0].shape, &N, &C, &G, &S, NULL);
 	float *stats = ctx->saved ? ctx->saved : ctx->ws;
+	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
+	int running = rm && !ctx->train;
+	if (running)
+		instance_running(stats, stats + N * G, rm, rv, N, C, gn_eps(n));
 	groupnorm_forward(out->data, stats, stats + N * G, in[0].data,
 			  param_data(n, "weight"), param_data(n, "bias"), N, C, G,
-			  S, gn_eps(n));
+			  S, gn_eps(n), running);
+	if (rm && ctx->train)
+		instance_running_update(rm, rv, in[0].data, N, C, S,
+					n->hp[HI_MOMENTUM].f);
 }
 
 static void gn_op_backward(struct dl_node *n, const struct dl_tensor *in,
@@ -713,15 +771,21 @@ static void gn_op_backward(struct dl_node *n, const struct dl_tensor *in,
 	int64_t N, C, G, S;
 	(void)out;
 	gn_shape(n, &in[0].shape, &N, &C, &G, &S, NULL);
+	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
+	int own = !rm || ctx->train;
 	float *stats = ctx->saved;
-	if (!stats) {
+	if (!own || !stats) {
 		stats = ctx->ws;
-		groupnorm_stats(stats, stats + N * G, in[0].data, N * G, C / G * S,
-				gn_eps(n));
+		if (own)
+			groupnorm_stats(stats, stats + N * G, in[0].data, N * G,
+					C / G * S, gn_eps(n));
+		else
+			instance_running(stats, stats + N * G, rm, rv, N, C, gn_eps(n));
 	}
 	groupnorm_backward(din ? din[0] : NULL, param_grad(n, "weight"),
 			   param_grad(n, "bias"), dout, in[0].data,
-			   param_data(n, "weight"), stats, stats + N * G, N, C, G, S);
+			   param_data(n, "weight"), stats, stats + N * G, N, C, G, S,
+			   own);
 }
 
 /* y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias, statistics per
@@ -744,7 +808,7 @@ static const struct dl_op_desc instance_norm1d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = in_hp, .n_hp = N_IN_HP,
 	.infer = gn_infer, .forward = gn_op_forward, .backward = gn_op_backward,
-	.params = "weight [num_features], bias [num_features] (affine: true)",
+	.params = "weight [num_features], bias [num_features] (affine: true); buffers running_mean, running_var [num_features] (track_running_stats: true)",
 	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -754,7 +818,7 @@ static const struct dl_op_desc instance_norm2d_op = {
 	.min_in = 1, .max_in = 1,
 	.hp = in_hp, .n_hp = N_IN_HP,
 	.infer = gn_infer, .forward = gn_op_forward, .backward = gn_op_backward,
-	.params = "weight [num_features], bias [num_features] (affine: true)",
+	.params = "weight [num_features], bias [num_features] (affine: true); buffers running_mean, running_var [num_features] (track_running_stats: true)",
 	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
