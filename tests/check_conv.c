@@ -808,6 +808,13 @@ START_TEST(test_zero_batch)
 		{"upsample", "scale_factor: 2, mode: bilinear", 4, {0, 3, 6, 6}},
 		{"batch_norm2d", "", 4, {0, 3, 6, 6}},
 		{"layer_norm", "", 3, {0, 3, 6}},
+		{"adaptive_max_pool1d", "output_size: 4", 3, {0, 3, 6}},
+		{"adaptive_max_pool2d", "output_size: [2, 3]", 4, {0, 3, 6, 5}},
+		{"group_norm", "num_groups: 3", 4, {0, 6, 2, 2}},
+		{"instance_norm2d", "affine: true, track_running_stats: true", 4, {0, 3, 6, 6}},
+		{"max", "dim: [1, -1]", 3, {0, 3, 6}},
+		{"argmax", "dim: 2, keepdim: true", 3, {0, 3, 6}},
+		{"drop_path", "p: 0.5", 3, {0, 3, 6}},
 	};
 	int keep = dl_threads();
 	dl_set_threads(2);
