@@ -302,6 +302,8 @@ static const struct gcase reduce_cases[] = {
 	{"mean", "dim: [1, 3], keepdim: true", 1, {SHAPE(2, 3, 4, 5)}, 0, 0, 0},
 	{"mean", "dim: 2", 1, {SHAPE(1, 3, 4, 2)}, 0, 0, 0},
 	{"mean", "dim: [-1, 1, 2]", 1, {SHAPE(3, 2, 3, 2)}, 0, 0, 0},
+	{"sum", "dim: -1", 1, {SHAPE(2, 3, 5)}, 0, 0, 0},
+	{"sum", "dim: [3, 1], keepdim: true", 1, {SHAPE(1, 3, 4, 5)}, 0, 0, 0},
 };
 
 static const struct gcase dropout_cases[] = {
@@ -311,6 +313,9 @@ static const struct gcase dropout_cases[] = {
 	{"dropout2d", "p: 0.4", 1, {SHAPE(2, 6, 3, 3)}, 1, 0, 0},
 	{"dropout2d", "", 1, {SHAPE(1, 5, 7)}, 1, 0, 0},
 	{"dropout2d", "", 1, {SHAPE(2, 3, 2, 2)}, 0, 0, 0},
+	{"drop_path", "p: 0.4", 1, {SHAPE(6, 3, 4)}, 1, 0, 0},
+	{"drop_path", "", 1, {SHAPE(1, 7)}, 1, 0, 0},
+	{"drop_path", "p: 0.2", 1, {SHAPE(3, 2, 2, 2)}, 0, 0, 0},
 };
 
 #define RUN_CASES(cases, fn) \
@@ -615,6 +620,52 @@ START_TEST(values_dropout)
 }
 END_TEST
 
+/* drop_path: the identity at inference; in training each sample is either
+ * all zeros or x / (1 - p), about p of them zeros, and backward routes the
+ * gradient through the same draws. */
+START_TEST(values_drop_path)
+{
+	enum { N = 400, S = 30 };
+	struct dl_shape in = SH(N, 3, 10);
+	float *x = malloc(N * S * sizeof *x);
+	for (int i = 0; i < N * S; i++)
+		x[i] = 1.0f + (float)(i % 7);
+	const float *v[] = {x};
+	struct rig r;
+	run_values(&r, "drop_path", "p: 0.3", 1, &in, v, in, 0);
+	expect_values(&r, x, 0);
+	rig_free(&r);
+	run_values(&r, "drop_path", "p: 0.3", 1, &in, v, in, 1);
+	float *dy = alloc_floats(N * S);
+	for (int i = 0; i < N * S; i++)
+		dy[i] = 1.0f;
+	r.n.op->backward(&r.n, r.in, &r.out, dy, r.din, &r.ctx);
+	int dropped = 0;
+	for (int n = 0; n < N; n++) {
+		int z = r.out.data[n * S] == 0.0f;
+		dropped += z;
+		for (int j = 0; j < S; j++) {
+			ck_assert_float_eq_tol(r.out.data[n * S + j],
+					       z ? 0.0f : x[n * S + j] / 0.7f, 1e-5);
+			ck_assert_float_eq_tol(r.din[0][n * S + j], z ? 0.0f : 1.0f / 0.7f, 1e-5);
+		}
+	}
+	ck_assert_msg(dropped > N * 0.22 && dropped < N * 0.38, "%d of %d samples dropped",
+		      dropped, N);
+	rig_free(&r);
+	/* p = 1: every sample zero; p = 0: the identity */
+	run_values(&r, "drop_path", "p: 1", 1, &in, v, in, 1);
+	for (int i = 0; i < N * S; i++)
+		ck_assert(r.out.data[i] == 0.0f);
+	rig_free(&r);
+	run_values(&r, "drop_path", "p: 0", 1, &in, v, in, 1);
+	expect_values(&r, x, 0);
+	rig_free(&r);
+	free(dy);
+	free(x);
+}
+END_TEST
+
 /* ---- located errors ---- */
 
 /* infer fails with DL_EINPUT, naming t.yaml:LINE:COL of hyperparameter
@@ -693,6 +744,30 @@ START_TEST(errors)
 	expect_error("dropout", "p: 1.5", 1, p3, "p", "between 0 and 1");
 	struct dl_shape d1[] = {SH(4)};
 	expect_error("dropout2d", "", 1, d1, NULL, "channels");
+	expect_error("drop_path", "p: 1.5", 1, p3, "p", "between 0 and 1");
+	expect_error("sum", "dim: 0", 1, p3, "dim", "batch dimension");
+	expect_error("max", "dim: [2, -3]", 1, p3, "dim", "batch dimension");
+	expect_error("min", "dim: [1, -2]", 1, p3, "dim", "twice");
+	expect_error("argmax", "dim: 3", 1, p3, "dim", "out of range");
+	expect_error("argmax", "dim: -3", 1, p3, "dim", "batch dimension");
+	struct dl_shape e3[] = {SH(2, 0, 4)};
+	expect_error("max", "dim: 1", 1, e3, "dim", "dimension 1 of the input [2, 0, 4] is empty");
+	expect_error("group_norm", "num_groups: 2", 1, p3, "num_groups",
+		     "num_groups 2 does not divide the input's 3 channels");
+	expect_error("group_norm", "num_groups: 3, num_channels: 6", 1, p3, "num_channels",
+		     "num_channels 6 does not match the input's 3 channels");
+	struct dl_shape v1[] = {SH(5)};
+	expect_error("group_norm", "num_groups: 1", 1, v1, NULL, "expects an [N, C, ...] input");
+	expect_error("instance_norm1d", "", 1, lin, NULL, "expects a [N, C, L] input, got [2, 16]");
+	struct dl_shape i4[] = {SH(2, 3, 4, 5)};
+	expect_error("instance_norm1d", "", 1, i4, NULL, "instance_norm2d takes [N, C, H, W]");
+	expect_error("instance_norm2d", "", 1, p3, NULL, "expects a [N, C, H, W] input, got [2, 3, 4]");
+	expect_error("instance_norm2d", "num_features: 4", 1, i4, "num_features",
+		     "num_features 4 does not match the input's 3 channels");
+	expect_error("adaptive_max_pool2d", "output_size: 2", 1, p3, NULL,
+		     "expects a [N, C, H, W] input");
+	expect_error("adaptive_max_pool1d", "output_size: [2, 2]", 1, p3, "output_size",
+		     "output_size has 2 values");
 }
 END_TEST
 
@@ -856,6 +931,7 @@ Suite *make_ops_suite(void)
 	tcase_add_test(v, values_linear_matmul);
 	tcase_add_test(v, values_mean_concat_reshape);
 	tcase_add_test(v, values_dropout);
+	tcase_add_test(v, values_drop_path);
 	suite_add_tcase(s, v);
 	TCase *e = tcase_create("errors");
 	tcase_add_test(e, errors);
