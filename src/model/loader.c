@@ -7,7 +7,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "dlrun.h"
+#include "model/model.h"
 #include "model/hparams.h"
 #include "model/yamlutil.h"
 #include "ops/registry.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlrun.h"
+#include "model/model.h"
 #include "io/safetensors.h"
 #include "model/yamlutil.h"
 

@@ -3,7 +3,7 @@
 #ifndef DL_VERBS_H
 #define DL_VERBS_H
 
-#include "dlrun.h"
+#include "model/model.h"
 
 struct verb {
 	const char *name;

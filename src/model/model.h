@@ -1,0 +1,49 @@
+/* The model layer (src/model): load a model description, give it weights,
+ * run it. The verbs in src/verbs and the tests use only this and the
+ * headers it includes. */
+#ifndef DL_MODEL_H
+#define DL_MODEL_H
+
+#include <stdint.h>
+
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/tensor.h"
+
+/* Parses the model file at path into a graph (caller frees with
+ * dl_graph_free). When the inputs have no symbolic sizes, shape inference
+ * runs at once for a batch of one, so shape errors and the parameter list
+ * are known before any data is read. */
+int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err);
+
+/* A training default from the model's `train:` mapping, as text ("64",
+ * "0.9,0.99" for a list), or NULL; *line and *col (may be NULL) get its
+ * place. */
+const char *dl_model_train_default(const struct dl_graph *g, const char *key,
+				   int *line, int *col);
+
+/* The default weights path: the model's `weights:` key, else the model
+ * path with .yaml/.yml replaced by .safetensors. malloc()ed; caller frees. */
+char *dl_model_default_weights(const struct dl_graph *g);
+
+/* Binds every symbolic size from "NAME=d1,d2,..." per-sample shapes (one
+ * string per input, in any order) and runs shape inference with batch n. */
+int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
+			int n_specs, int64_t batch, struct dl_error *err);
+
+/* Loads parameters and buffers from a safetensors file: every one must be
+ * there with its shape (F32, F16, BF16 or F64); extra tensors are an error
+ * except num_batches_tracked. Needs the parameter layout (a successful
+ * shape inference). */
+int dl_model_load_weights(struct dl_graph *g, const char *path,
+			  struct dl_error *err);
+/* Writes parameters and buffers as F32 safetensors, atomically. */
+int dl_model_save_weights(struct dl_graph *g, const char *path,
+			  const char *const *meta, int n_meta,
+			  struct dl_error *err);
+/* Number of trainable parameters (buffers excluded), and of buffers. */
+int64_t dl_model_count_params(const struct dl_graph *g, int64_t *buffers);
+
+#define DLRUN_VERSION PACKAGE_VERSION
+
+#endif
