@@ -117,6 +117,16 @@ struct dl_graph {
 
 	int n_train;
 	struct dl_kv *train;
+
+	/* Set by the loader: called once every parameter is declared, before
+	 * the parameter layout, to tie parameters (p->tie: share:, shared
+	 * repeats) and check their keys; `bind` is its data, freed with
+	 * bind_free. */
+	int (*bind_params)(struct dl_graph *g, struct dl_error *err);
+	void *bind;
+	void (*bind_free)(void *bind);
+	int n_ignore_keys;           /* `ignore_keys:` globs of weights-file */
+	char **ignore_keys;          /* keys the model does not use */
 };
 
 /* Frees everything the graph owns; NULL-safe. */

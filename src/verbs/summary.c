@@ -19,7 +19,7 @@ static struct totals row_totals(const struct dl_graph *g, const struct dl_row *r
 		const struct dl_node *n = &g->nodes[i];
 		t.macs += n->macs;
 		for (int k = 0; k < n->n_params; k++)
-			if (!n->params[k].buffer)
+			if (!n->params[k].buffer && !n->params[k].tie)
 				t.params += dl_shape_numel(&n->params[k].shape);
 	}
 	return t;
@@ -124,12 +124,13 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		{"input-shape", required_argument, NULL, 'I'},
 		{"batch-size", required_argument, NULL, 'b'},
 		{"json", no_argument, NULL, 'j'},
+		{"ignore-extra", no_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *wflag = NULL, *model = NULL;
 	long long batch = 1;
-	int json = 0, rc = 0, c, n_specs = 0;
+	int json = 0, rc = 0, c, n_specs = 0, ignore_extra = 0;
 	char **specs = calloc((size_t)argc + 1, sizeof *specs);
 	if (!specs)
 		return dl_error_set(err, DL_ERUN, "out of memory");
@@ -138,6 +139,9 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		switch (c) {
 		case 'w':
 			wflag = optarg;
+			break;
+		case 'X':
+			ignore_extra = 1;
 			break;
 		case 'I':
 			specs[n_specs++] = optarg;
@@ -164,7 +168,7 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = verb_infer_shapes(g, specs, n_specs, batch, err);
 	if (rc == 0 && wflag)
-		rc = dl_model_load_weights(g, wflag, err);
+		rc = verb_weights(g, wflag, ignore_extra, err);
 	/* the training plan's size, when every op can be trained */
 	size_t train_bytes = 0;
 	int trainable = 1;
@@ -200,6 +204,7 @@ const struct verb verb_summary = {
 	"weights' bytes and the planned peak memory of one inference.\n"
 	"\n"
 	"  -w, --weights PATH     also check a weights file against the model\n"
+	"      --ignore-extra     with -w: skip (and count) keys the model does not use\n"
 	"      --input-shape NAME=d1,d2,...  per-sample sizes for symbolic inputs\n"
 	"  -b, --batch-size N     batch for shapes and counts (default 1)\n"
 	"      --json             one JSON object instead of the table\n"
