@@ -282,6 +282,16 @@ static int bind_params(struct dl_graph *g, struct dl_error *err)
 		struct dl_node *d = &g->nodes[t->node];
 		struct dl_param *p = own_param(d, t->param);
 		if (!p) {
+			const char *cand[65];
+			int nc = 0;
+			for (int k = 0; k < d->n_params && nc < 64; k++)
+				cand[nc++] = d->params[k].name;
+			cand[nc] = NULL;
+			const char *sug = dl_suggest(t->param, cand);
+			if (sug)
+				return dl_error_set(err, DL_EINPUT,
+					"%s:%d:%d: share: %s has no parameter '%s'; did you mean '%s'?",
+					g->file, t->pline, t->pcol, d->op->name, t->param, sug);
 			param_list(d, c, sizeof c);
 			return dl_error_set(err, DL_EINPUT,
 				"%s:%d:%d: share: %s has no parameter '%s' (its parameters: %s)",

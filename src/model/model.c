@@ -257,14 +257,18 @@ static int all_problems(struct dl_graph *g, const struct dl_safetensors *st,
 			const struct wprob *r = &w->p[i];
 			if (r->kind != kind)
 				continue;
-			char item[512], a[128], b[128];
+			char item[640], a[128], b[128], twin[300] = "";
+			/* a missing key next to an unexpected near-twin: a misspelling */
+			for (int j = 0; kind == 0 && j < total && !twin[0]; j++)
+				if (w->p[j].kind == 1 && dl_edit_distance(w->p[j].key, r->key) <= 2)
+					snprintf(twin, sizeof twin, " (the file has '%s')", w->p[j].key);
 			if (kind == 2)
-				snprintf(item, sizeof item, "%s%s %s, the model needs %s",
+				snprintf(item, sizeof item, "%s'%s' %s, the model needs %s",
 					 first ? "" : ", ", r->key,
 					 dl_shape_str(&st->t[r->t].shape, a, sizeof a),
 					 dl_shape_str(&r->param->shape, b, sizeof b));
 			else
-				snprintf(item, sizeof item, "%s%s", first ? "" : ", ", r->key);
+				snprintf(item, sizeof item, "%s'%s'%s", first ? "" : ", ", r->key, twin);
 			if (put(msg, sizeof msg - 64, &used, item))
 				full = 1;
 			else
