@@ -172,6 +172,14 @@ EOF
 }
 check "repeat shared: the use: form equals the body form" t_repeat_use
 
+t_repeat_draw() {
+	run_dlrun draw "$rep/model.yaml" -o "$tmp/r.svg"
+	expect_rc 0 || return 1
+	grep -F '×3, shared' "$tmp/r.svg" >/dev/null ||
+		fail "the frame is not labelled '×3, shared'"
+}
+check "repeat shared: drawn as one frame 'x3, shared'" t_repeat_draw
+
 # ---- names and `_` ----
 
 check "digit names: PyTorch's index keys (layers.0, layers.3, 4)" \

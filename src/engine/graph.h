@@ -44,6 +44,8 @@ struct dl_row {
 	int depth;
 	int first, last;   /* node range; last < first for an empty body */
 	int value;         /* the entry's output value */
+	int shared;        /* a repeat whose copies share one set of
+	                    * parameters (drawn "xN, shared") */
 };
 
 /* The sub-models of a node whose op takes a list of entries (an ENTRIES

@@ -823,6 +823,10 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 		if (n_in != 1)
 			return lerr(L, in_node, "%s takes one input, got %d", opname, n_in);
 		out = composite(L, opname, key, val, scope, in[0], names, depth);
+		if (out >= 0 && strcmp(opname, "repeat") == 0) {
+			yaml_node_t *sh = map_get(L, val, "shared", NULL);
+			L->g->rows[row].shared = sh && str(sh) && strcmp(str(sh), "true") == 0;
+		}
 	} else {
 		const struct dl_op_desc *op = dl_op_find(opname);
 		if (!op) {

@@ -40,8 +40,10 @@ int dl_sub_declare(struct dl_node *n, const struct dl_subgraphs *s,
 		for (int g = 0; g < s->n; g++)
 			for (int j = 0; j < s->g[g]->n_nodes; j++)
 				for (int k = 0; k < s->g[g]->nodes[j].n_params; k++) {
-					sprintf(name, "%s.%s", s->g[g]->nodes[j].scope,
-						s->g[g]->nodes[j].params[k].name);
+					/* "" (the parameter op): the scope alone */
+					const char *pn = s->g[g]->nodes[j].params[k].name;
+					sprintf(name, *pn ? "%s.%s" : "%s%s",
+						s->g[g]->nodes[j].scope, pn);
 					m->m[m->n++] = (struct mirror){g, j, k};
 					name += strlen(name) + 1;
 				}
