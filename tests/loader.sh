@@ -196,6 +196,24 @@ check "3 missing and 2 unexpected keys are listed at once" \
 	"keys.safetensors" "3 missing keys" "'b.bias'" "'c.weight'" "'c.bias'" \
 	"2 unexpected keys" "'b.bais'" "'d.weight'"
 
+t_summary_table() {
+	run_dlrun summary "$L/keys.yaml" -w "$L/keys.safetensors"
+	expect_rc 2 || return 1
+	expect_one_error_line || return 1
+	grep -F "5 key problems" "$tmp/stdout" >/dev/null ||
+		fail "no table of the 5 problems on stdout"
+	for k in b.bias c.weight c.bias; do
+		grep -E "^$k +missing +- +\[4\]" "$tmp/stdout" >/dev/null ||
+			fail "no 'missing' row for $k"
+	done
+	grep -E '^d.weight +unexpected +\[2, 2\]' "$tmp/stdout" >/dev/null ||
+		fail "no 'unexpected' row for d.weight"
+	grep -E '^b.bais +unexpected' "$tmp/stdout" >/dev/null ||
+		fail "no 'unexpected' row for b.bais"
+	return 0
+}
+check "summary -w lists the key problems as a table" t_summary_table
+
 check "nanoGPT's attn.bias buffers are refused by default" \
 	infer_bad "$L/nanogpt.yaml" "$L/nanogpt.safetensors" "$L/nanogpt_x.npy" \
 	"2 unexpected keys" "'h.0.attn.bias'" "'h.1.attn.bias'"

@@ -258,10 +258,21 @@ static int all_problems(struct dl_graph *g, const struct dl_safetensors *st,
 			if (r->kind != kind)
 				continue;
 			char item[640], a[128], b[128], twin[300] = "";
-			/* a missing key next to an unexpected near-twin: a misspelling */
-			for (int j = 0; kind == 0 && j < total && !twin[0]; j++)
-				if (w->p[j].kind == 1 && dl_edit_distance(w->p[j].key, r->key) <= 2)
-					snprintf(twin, sizeof twin, " (the file has '%s')", w->p[j].key);
+			/* a missing key next to an unexpected near-twin of its shape
+			 * that no earlier missing key claimed: a misspelling */
+			for (int j = 0; kind == 0 && j < total && !twin[0]; j++) {
+				const struct wprob *u = &w->p[j];
+				if (u->kind != 1 || dl_edit_distance(u->key, r->key) > 2 ||
+				    !dl_shape_equal(&st->t[u->t].shape, &r->param->shape))
+					continue;
+				int claimed = 0;
+				for (int m = 0; m < i; m++)
+					claimed |= w->p[m].kind == 0 &&
+						   dl_edit_distance(u->key, w->p[m].key) <= 2 &&
+						   dl_shape_equal(&st->t[u->t].shape, &w->p[m].param->shape);
+				if (!claimed)
+					snprintf(twin, sizeof twin, " (the file has '%s')", u->key);
+			}
 			if (kind == 2)
 				snprintf(item, sizeof item, "%s'%s' %s, the model needs %s",
 					 first ? "" : ", ", r->key,
@@ -407,6 +418,50 @@ int dl_model_load_weights_ext(struct dl_graph *g, const char *path,
 		rc = check_tied(g, &st, path, err);
 	if (rc == 0 && n_ignored)
 		*n_ignored = ignored;
+	free(w.p);
+	free(used);
+	dl_st_close(&st);
+	return rc;
+}
+
+int dl_model_check_weights(struct dl_graph *g, const char *path,
+			   int ignore_extra, struct dl_weights_problem **out,
+			   int *n, struct dl_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	if (!g->params_ready)
+		return dl_error_set(err, DL_ERUN, "internal: weights before shape inference");
+	struct dl_safetensors st;
+	int rc = dl_st_open(&st, path, err), ignored;
+	if (rc)
+		return rc;
+	struct wproblems w = {0};
+	char *used = calloc((size_t)st.n + 1, 1);
+	if (!used || check_keys(g, &st, ignore_extra, &w, used, &ignored))
+		rc = dl_error_set(err, DL_ERUN, "out of memory");
+	int total = w.n_missing + w.n_unexpected + w.n_shape;
+	if (rc == 0 && total) {
+		*out = calloc((size_t)total, sizeof **out);
+		if (!*out)
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	for (int i = 0; rc == 0 && i < total; i++) {
+		struct dl_weights_problem *p = &(*out)[i];
+		const struct wprob *r = &w.p[i];
+		p->kind = r->kind;
+		snprintf(p->key, sizeof p->key, "%s", r->key);
+		if (r->t >= 0)
+			p->file = st.t[r->t].shape;
+		if (r->param)
+			p->model = r->param->shape;
+		if (r->node) {
+			p->line = r->node->line;
+			p->col = r->node->col;
+		}
+	}
+	if (rc == 0)
+		*n = total;
 	free(w.p);
 	free(used);
 	dl_st_close(&st);
