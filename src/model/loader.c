@@ -211,8 +211,7 @@ static int bind_params(struct dl_graph *g, struct dl_error *err);
 /* The graph's bind data, made on first use. */
 static struct bind *bind_of(struct loader *L)
 {
-	if (!L->g->bind) {
-		L->g->bind = calloc(1, sizeof(struct bind));
+	if (!L->g->bind && (L->g->bind = calloc(1, sizeof(struct bind))) != NULL) {
 		L->g->bind_params = bind_params;
 		L->g->bind_free = bind_free;
 	}
