@@ -44,6 +44,7 @@ same_npy() {
 # keys_of FILE: the tensor names of a safetensors file, one a line, sorted
 keys_of() {
 	_hl=$(od -An -tu4 -N4 "$1" | tr -d ' ')
+	# shellcheck disable=SC2020 # two characters to newlines, on purpose
 	tail -c +9 "$1" | head -c "$_hl" | tr ',{' '\n\n' |
 		sed -n 's/^"\([^"]*\)":$/\1/p' | grep -v '^__metadata__$' | sort
 }

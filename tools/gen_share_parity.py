@@ -419,7 +419,6 @@ def main():
     gpt, init = parity_case("gpt_tied", 301, GPT_YAML, GPT, x, y, probe, True)
 
     # the full state_dict (both tied keys), and one whose copies differ
-    both = {k: f32(v) for k, v in gpt.state_dict().items()}
     gpt.load_state_dict({k: torch.tensor(v) for k, v in init.items()},
                         strict=False)
     both = {k: f32(v) for k, v in gpt.state_dict().items()}
