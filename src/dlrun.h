@@ -42,7 +42,7 @@ enum {
 
 struct dlrun_error {
 	int code;            /* DLRUN_OK or a DLRUN_E* code */
-	char message[1024];  /* one line, no trailing newline */
+	char message[4096];  /* one line, no trailing newline */
 };
 
 /* A tensor: float32, row-major, batch first. For dlrun_run's outputs, data

@@ -37,11 +37,33 @@ int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
  * shape inference). */
 int dl_model_load_weights(struct dl_graph *g, const char *path,
 			  struct dl_error *err);
+/* The same, reporting every missing, unexpected and mis-shaped key at once
+ * (one line). Keys the model does not use pass when ignore_extra is set or
+ * an `ignore_keys:` glob names them; *n_ignored (may be NULL) gets their
+ * number. A tied tensor's second key may be there with equal values. */
+int dl_model_load_weights_ext(struct dl_graph *g, const char *path,
+			      int ignore_extra, int *n_ignored,
+			      struct dl_error *err);
+/* One key problem of a weights file. */
+struct dl_weights_problem {
+	int kind;                  /* 0 missing, 1 unexpected, 2 mis-shaped */
+	char key[256];
+	struct dl_shape file;      /* the file's shape (unexpected, mis-shaped) */
+	struct dl_shape model;     /* the model's (missing, mis-shaped) */
+	int line, col;             /* the model entry's place (missing,
+	                            * mis-shaped), else 0 */
+};
+/* Lists the key problems of a weights file (as dl_model_load_weights_ext
+ * sees them) into *out (malloc()ed, caller frees; NULL when none) and *n. */
+int dl_model_check_weights(struct dl_graph *g, const char *path,
+			   int ignore_extra, struct dl_weights_problem **out,
+			   int *n, struct dl_error *err);
 /* Writes parameters and buffers as F32 safetensors, atomically. */
 int dl_model_save_weights(struct dl_graph *g, const char *path,
 			  const char *const *meta, int n_meta,
 			  struct dl_error *err);
-/* Number of trainable parameters (buffers excluded), and of buffers. */
+/* Number of trainable parameters (buffers excluded), and of buffers; a
+ * tied tensor counts once. */
 int64_t dl_model_count_params(const struct dl_graph *g, int64_t *buffers);
 
 #define DLRUN_VERSION PACKAGE_VERSION
