@@ -196,6 +196,117 @@ def make_rnn_case(root, name, op, hp, N, T, I, states):
                arrays, outs, ARGS.get(name))
 
 
+# ---- attention_decoder ----
+
+def score_fn(score, h, mem, p):
+    """The attention op's scores of queries h [N, H] against mem [N, S, Dm]:
+    [N, S]."""
+    H = h.shape[1]
+    if score in ("dot", "scaled_dot"):
+        s = (mem @ h.unsqueeze(2)).squeeze(2)
+        return s / math.sqrt(H) if score == "scaled_dot" else s
+    if score == "bilinear":
+        return (mem @ (h @ p["weight"]).unsqueeze(2)).squeeze(2)
+    # additive: w2 tanh(W [h; m_j]), query first
+    w = p["w.weight"]
+    aq = h @ w[:, :H].T                       # [N, A]
+    ak = mem @ w[:, H:].T                     # [N, S, A]
+    return (torch.tanh(aq.unsqueeze(1) + ak) @ p["w2.weight"].T).squeeze(2)
+
+
+def decoder_ref(cell, score, out, x, mem, h0, c0, mod, p):
+    """A loop of nn.GRUCell / nn.LSTMCell over [x_t; c_t]."""
+    N, T, _ = x.shape
+    H = mod.hidden_size
+    h = h0 if h0 is not None else torch.zeros(N, H, dtype=torch.float64)
+    c = c0 if c0 is not None else torch.zeros(N, H, dtype=torch.float64)
+    hs, alphas = [], []
+    for t in range(T):
+        a = torch.softmax(score_fn(score, h, mem, p), 1)
+        ctx = (a.unsqueeze(1) @ mem).squeeze(1)
+        inp = torch.cat([x[:, t], ctx], 1)
+        if cell == "lstm":
+            h, c = mod(inp, (h, c))
+        else:
+            h = mod(inp, h)
+        hs.append(h)
+        alphas.append(a)
+    if out == "last":
+        return h
+    if out == "attention":
+        return torch.stack(alphas, 1)
+    return torch.stack(hs, 1)
+
+
+# name, hyperparameters (as in the YAML), N, T, D_x, S, D_m, h0 (and c0
+# for lstm) given
+AD_CASES = [
+    ("ad_gru_additive", {"hidden_size": 5, "attention_size": 4}, 3, 4, 3, 5,
+     6, False),
+    ("ad_gru_default_b1", {"hidden_size": 4}, 1, 3, 2, 3, 5, False),
+    ("ad_gru_dot_h0_attention", {"hidden_size": 6, "score": "dot",
+                                 "output": "attention"}, 2, 5, 3, 4, 6, True),
+    ("ad_gru_bilinear_last", {"hidden_size": 3, "score": "bilinear",
+                              "output": "last"}, 3, 4, 2, 5, 4, False),
+    ("ad_lstm_additive_h0_c0", {"cell": "lstm", "hidden_size": 5,
+                                "attention_size": 3}, 2, 3, 4, 6, 3, True),
+    ("ad_lstm_scaled_dot", {"cell": "lstm", "hidden_size": 7,
+                            "score": "scaled_dot"}, 3, 5, 3, 4, 7, False),
+    ("ad_lstm_bilinear_b1_last", {"cell": "lstm", "hidden_size": 4,
+                                  "score": "bilinear", "output": "last"},
+     1, 6, 3, 2, 5, True),
+    ("ad_lstm_dot_attention", {"cell": "lstm", "hidden_size": 3,
+                               "score": "dot", "output": "attention"},
+     2, 4, 1, 5, 3, False),
+]
+
+AD_ARGS = {"ad_lstm_additive_h0_c0": "--batch-size 1"}
+
+
+def make_ad_case(root, name, hp, N, T, Dx, S, Dm, states):
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    cell = hp.get("cell", "gru")
+    score = hp.get("score", "additive")
+    out = hp.get("output", "sequence")
+    H = hp["hidden_size"]
+    A = hp.get("attention_size", H)
+    mod = (nn.LSTMCell if cell == "lstm" else nn.GRUCell)(Dx + Dm, H).double()
+    with torch.no_grad():
+        for prm in mod.parameters():
+            prm.copy_(uniform(g, prm.shape))
+    sp = {}
+    if score == "bilinear":
+        sp["weight"] = uniform(g, (H, Dm))
+    elif score == "additive":
+        sp["w.weight"] = uniform(g, (A, H + Dm))
+        sp["w2.weight"] = uniform(g, (1, A), -1.0, 1.0)
+    x = rand(g, N, T, Dx)
+    mem = rand(g, N, S, Dm)
+    h0 = c0 = None
+    if states:
+        h0 = rand(g, N, H, scale=0.5)
+        if cell == "lstm":
+            c0 = rand(g, N, H)
+    y = decoder_ref(cell, score, out, x, mem, h0, c0, mod, sp)
+    tensors = {"0.cell." + k: v for k, v in mod.named_parameters()}
+    tensors.update({"0." + k: v for k, v in sp.items()})
+    lines = ["inputs:", "  tgt: {shape: [%d, %d]}" % (T, Dx),
+             "  mem: {shape: [%d, %d]}" % (S, Dm)]
+    ins = ["tgt", "mem"]
+    arrays = [x, mem]
+    if states:
+        lines.append("  h0: {shape: [%d]}" % H)
+        ins.append("h0")
+        arrays.append(h0)
+        if cell == "lstm":
+            lines.append("  c0: {shape: [%d]}" % H)
+            ins.append("c0")
+            arrays.append(c0)
+    lines += ["layers:", "  - in: [%s]" % ", ".join(ins),
+              "    attention_decoder: {%s}" % hp_text(hp)]
+    write_case(root, name, lines, tensors, arrays, [y], AD_ARGS.get(name))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -208,6 +319,8 @@ def main():
     os.makedirs(args.out)
     for c in RNN_CASES:
         make_rnn_case(args.out, *c)
+    for c in AD_CASES:
+        make_ad_case(args.out, *c)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+#!/bin/sh
+# The recurrent extras (rnn's sigmoid, output: state, attention_decoder) on
+# bad models and fresh weights, printing TAP: each bad case
+# (tests/bad/models/recurrent_*.yaml) must exit 2 with exactly one
+# 'dlrun: ' line on stderr naming FILE:LINE:COL and nothing on stdout. The
+# PyTorch references are tests/fixtures/recurrent (tests/fixtures.sh); the
+# gradients are checked by tests/train.sh on
+# tests/data/gradcheck/recurrent_*.yaml.
+#
+# Environment: see tests/lib.sh.
+
+# shellcheck source=tests/lib.sh
+. "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+
+models=$srcdir/tests/bad/models
+
+: >"$tmp/empty.safetensors"
+: >"$tmp/none.npy"
+
+# t_bad FILE LOC NEEDLE: `dlrun infer FILE` fails to load with exit 2, one
+# error line with FILE:LOC and NEEDLE, and no output
+t_bad() {
+	run_dlrun infer "$models/$1" -w "$tmp/empty.safetensors" <"$tmp/none.npy"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "$1:$2"
+	expect_stderr_has "$3"
+	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
+	return 0
+}
+
+bad() {
+	check "model $1: $2 $3" t_bad "$@"
+}
+
+bad recurrent_dot_sizes.yaml 6:41: "the dot score compares the hidden state (hidden_size 5) with the memory's 6 features"
+bad recurrent_size_dot.yaml 6:60: "attention_size applies to the additive score only"
+bad recurrent_c0_gru.yaml 7:5: "a fourth input (c0) needs cell: lstm"
+bad recurrent_h0_shape.yaml 7:5: "h0 has shape [1, 1, 5]; it must be [1, 5]"
+bad recurrent_memory_2d.yaml 6:5: "the memory has shape [1, 6]"
+bad recurrent_one_input.yaml 4:5: "takes 2 to 4 inputs, got 1"
+bad recurrent_cell_rnn.yaml 6:47: "cell must be one of gru|lstm"
+
+# `dlrun ops` prints the defaults the man page documents
+t_ops() {
+	run_dlrun ops
+	expect_rc 0
+	expect_stdout_has "attention_decoder cell=gru hidden_size score=additive attention_size=hidden_size output=sequence"
+}
+check "dlrun ops lists attention_decoder" t_ops
+
+# fresh weights (dlrun init) for a decoder run, and each output has the
+# documented shape: [N, T, H], [N, H] or [N, T, S] (T 3, S 4, H 5)
+printf '%s\n' '1 2 0.5 -1 0 3' '0 1 0 2 0 -1' >"$tmp/tgt.txt"
+printf '%s\n' '1 0 2 0 1 1 0 -1 2 2 0.5 0' '0 0 1 1 2 2 3 3 -1 -1 0 0' \
+	>"$tmp/mem.txt"
+t_init() {
+	cat >"$tmp/m.yaml" <<-YAML
+	inputs:
+	  tgt: {shape: [3, 2]}
+	  mem: {shape: [4, 3]}
+	layers:
+	  - in: [tgt, mem]
+	    attention_decoder: {hidden_size: 5, cell: $1, output: $2}
+	YAML
+	run_dlrun init "$tmp/m.yaml" -o "$tmp/m.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun infer "$tmp/m.yaml" -w "$tmp/m.safetensors" --format text \
+		-i tgt="$tmp/tgt.txt" -i mem="$tmp/mem.txt"
+	expect_rc 0 || return 1
+	cols=$(awk '{ print NF }' "$tmp/stdout" | sort -u)
+	[ "$cols" = "$3" ] || fail "rows have $cols values, expected $3"
+	[ "$(wc -l <"$tmp/stdout")" -eq 2 ] || fail "expected 2 rows"
+}
+check "dlrun init, then infer a gru decoder's sequence" t_init gru sequence 15
+check "dlrun init, then infer an lstm decoder's last state" t_init lstm last 5
+check "dlrun init, then infer a decoder's attention weights" t_init gru attention 12
+
+done_testing
