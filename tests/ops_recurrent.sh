@@ -36,10 +36,14 @@ bad() {
 bad recurrent_dot_sizes.yaml 6:41: "the dot score compares the hidden state (hidden_size 5) with the memory's 6 features"
 bad recurrent_size_dot.yaml 6:60: "attention_size applies to the additive score only"
 bad recurrent_c0_gru.yaml 7:5: "a fourth input (c0) needs cell: lstm"
-bad recurrent_h0_shape.yaml 7:5: "h0 has shape [1, 1, 5]; it must be [1, 5]"
+bad recurrent_h0_shape.yaml 7:5: "h0 has shape [1, 2, 5]; it must be [1, 5] ([N, hidden_size]) or [1, 1, 5]"
 bad recurrent_memory_2d.yaml 6:5: "the memory has shape [1, 6]"
 bad recurrent_one_input.yaml 4:5: "takes 2 to 4 inputs, got 1"
 bad recurrent_cell_rnn.yaml 6:47: "cell must be one of gru|lstm"
+# entries with two outputs (lstm's output: state): NAME.K in in: and outputs:
+bad recurrent_output_index.yaml 8:20: "'enc.2': 'enc' has 2 outputs, 'enc' (or 'enc.0') to 'enc.1'"
+bad recurrent_one_output_index.yaml 6:9: "'enc.1': 'enc' has one output; write 'enc'"
+bad recurrent_outputs_index.yaml 3:11: "'enc.5': 'enc' has 2 outputs"
 
 # `dlrun ops` prints the defaults the man page documents
 t_ops() {
@@ -75,5 +79,48 @@ t_init() {
 check "dlrun init, then infer a gru decoder's sequence" t_init gru sequence 15
 check "dlrun init, then infer an lstm decoder's last state" t_init lstm last 5
 check "dlrun init, then infer a decoder's attention weights" t_init gru attention 12
+
+# an lstm's output: state is two arrays when it is the model's output (by
+# default named output and output.1), and NAME.1 alone is one; both are
+# [N, num_layers*D, H]: 2*2*3 = 12 values per sample
+printf '%s\n' '1 2 3 0.5 -1 0 -2 1 0.25 1 -0.5 3 0 2 -1' \
+	'0 1 0 2 0 3 0 -1 0 -2 0 1 1 1 1' >"$tmp/x.txt"
+t_state() {
+	cat >"$tmp/s.yaml" <<-YAML
+	inputs:
+	  x: {shape: [5, 3]}
+	$1
+	layers:
+	  - name: enc
+	    lstm: {hidden_size: 3, num_layers: 2, bidirectional: true, output: state}
+	YAML
+	run_dlrun init "$tmp/s.yaml" -o "$tmp/s.safetensors"
+	expect_rc 0 || return 1
+	shift
+	rm -f "$tmp"/o_*
+	set -- "$@"
+	args=
+	for o in "$@"; do
+		args="$args -o $o=$tmp/o_$o"
+	done
+	# $args is split into words on purpose
+	# shellcheck disable=SC2086
+	run_dlrun infer "$tmp/s.yaml" -w "$tmp/s.safetensors" --format text \
+		-i "$tmp/x.txt" $args
+	expect_rc 0 || return 1
+	for o in "$@"; do
+		[ "$(awk '{ print NF }' "$tmp/o_$o" | sort -u)" = 12 ] ||
+			fail "output $o: rows do not have 12 values"
+		[ "$(wc -l <"$tmp/o_$o")" -eq 2 ] || fail "output $o: expected 2 rows"
+	done
+	[ "$(find "$tmp" -name 'o_*' | wc -l)" -eq $# ] ||
+		fail "expected $# output files"
+}
+check "an lstm's state as the default output: h_n and c_n" t_state '' \
+	output output.1
+check "outputs: [enc] of an lstm's state: h_n and c_n" t_state \
+	'outputs: [enc]' enc enc.1
+check "outputs: [enc.1] of an lstm's state: c_n alone" t_state \
+	'outputs: [enc.1]' enc.1
 
 done_testing

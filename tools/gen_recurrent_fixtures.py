@@ -128,9 +128,20 @@ RNN_CASES = [
     ("gru_state_2layer_bidir_h0", "gru",
      {"hidden_size": 3, "num_layers": 2, "bidirectional": True,
       "output": "state"}, 2, 5, 3, True),
+    ("lstm_state", "lstm", {"hidden_size": 5, "output": "state"}, 3, 4, 3,
+     False),
+    ("lstm_state_b1", "lstm", {"hidden_size": 3, "output": "state"}, 1, 5,
+     2, False),
+    ("lstm_state_2layer_bidir_h0_c0", "lstm",
+     {"hidden_size": 3, "num_layers": 2, "bidirectional": True,
+      "output": "state"}, 2, 4, 3, True),
+    ("lstm_state_3layer_nobias", "lstm",
+     {"hidden_size": 4, "num_layers": 3, "bias": False, "output": "state"},
+     2, 3, 5, False),
 ]
 
-ARGS = {"gru_state_2layer_bidir_h0": "--batch-size 1"}
+ARGS = {"gru_state_2layer_bidir_h0": "--batch-size 1",
+        "lstm_state_2layer_bidir_h0_c0": "--batch-size 1"}
 
 
 def make_rnn_case(root, name, op, hp, N, T, I, states):
@@ -307,6 +318,61 @@ def make_ad_case(root, name, hp, N, T, Dx, S, Dm, states):
     write_case(root, name, lines, tensors, arrays, [y], AD_ARGS.get(name))
 
 
+# ---- an encoder-decoder: lstm [h_n, c_n] into a decoder's h0 and c0 ----
+
+def make_seq2seq(root, name, N, S, T, Din, Dx, H, V):
+    """An lstm encoder's sequence as the memory, a second lstm's output:
+    state as the initial state (h_n as it is, [N, 1, H]; c_n through
+    `state.1` and a reshape), attention_decoder with an lstm cell and the
+    additive score, a linear head; outputs: the logits, then the state's
+    h_n and c_n."""
+    g = torch.Generator().manual_seed(zlib.crc32(name.encode()))
+    enc = nn.LSTM(Din, H, batch_first=True).double()
+    st = nn.LSTM(Din, H, batch_first=True).double()
+    dec = nn.LSTMCell(Dx + H, H).double()
+    head = nn.Linear(H, V).double()
+    with torch.no_grad():
+        for m in (enc, st, dec, head):
+            for prm in m.parameters():
+                prm.copy_(uniform(g, prm.shape))
+    A = 4
+    sp = {"w.weight": uniform(g, (A, 2 * H)),
+          "w2.weight": uniform(g, (1, A), -1.0, 1.0)}
+    src = rand(g, N, S, Din)
+    tgt = rand(g, N, T, Dx)
+    mem, _ = enc(src)
+    _, (hn, cn) = st(src)
+    y = head(decoder_ref("lstm", "additive", "sequence", tgt, mem, hn[0],
+                         cn[0], dec, sp))
+    tensors = {"enc.%s" % k: v for k, v in enc.named_parameters()}
+    tensors.update({"state.%s" % k: v for k, v in st.named_parameters()})
+    tensors.update({"dec.cell.%s" % k: v for k, v in dec.named_parameters()})
+    tensors.update({"dec.%s" % k: v for k, v in sp.items()})
+    tensors.update({"head.%s" % k: v for k, v in head.named_parameters()})
+    lines = ["inputs:",
+             "  src: {shape: [%d, %d]}" % (S, Din),
+             "  tgt: {shape: [%d, %d]}" % (T, Dx),
+             "outputs: [head, state]",
+             "layers:",
+             "  - name: enc",
+             "    in: src",
+             "    lstm: {hidden_size: %d}" % H,
+             "  - name: state",
+             "    in: src",
+             "    lstm: {hidden_size: %d, output: state}" % H,
+             "  - name: c0",
+             "    in: state.1",
+             "    reshape: {shape: [%d]}" % H,
+             "  - name: dec",
+             "    in: [tgt, enc, state.0, c0]",
+             "    attention_decoder: {cell: lstm, hidden_size: %d, "
+             "attention_size: %d}" % (H, A),
+             "  - name: head",
+             "    linear: {out_features: %d}" % V]
+    write_case(root, name, lines, tensors, [src, tgt],
+               [y, hn.transpose(0, 1), cn.transpose(0, 1)], "--batch-size 2")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -321,6 +387,7 @@ def main():
         make_rnn_case(args.out, *c)
     for c in AD_CASES:
         make_ad_case(args.out, *c)
+    make_seq2seq(args.out, "seq2seq_lstm_state", 3, 6, 4, 3, 2, 5, 7)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ static void scratch_map(const struct ad_dims *d, void *ws,
 static int ad_infer(struct dl_node *n, const struct dl_shape *in,
 		    struct dl_shape *out, struct dl_error *err)
 {
-	char b[128], c[128];
+	char b[128], c[128], t[128];
 	const struct dl_shape *x = &in[0], *m = &in[1];
 	int lstm = n->hp[AD_CELL].i == CELL_LSTM;
 	int score = (int)n->hp[AD_SCORE].i;
@@ -141,15 +141,18 @@ static int ad_infer(struct dl_node *n, const struct dl_shape *in,
 	if (n->n_in > 3 && !lstm)
 		return dl_node_error(err, n, -1,
 			"takes [targets, memory, h0] with cell: gru; a fourth input (c0) needs cell: lstm");
-	int64_t hd[2] = {x->d[0], H};
-	struct dl_shape hs = dl_shape_make(2, hd);
+	/* [N, H], or [N, 1, H]: the output: state of a one-layer, one-way
+	 * rnn, lstm or gru, which is the same memory */
+	int64_t hd[3] = {x->d[0], 1, H}, hd2[2] = {x->d[0], H};
+	struct dl_shape hs = dl_shape_make(2, hd2), hs3 = dl_shape_make(3, hd);
 	for (int k = 2; k < n->n_in; k++)
-		if (!dl_shape_equal(&in[k], &hs))
+		if (!dl_shape_equal(&in[k], &hs) && !dl_shape_equal(&in[k], &hs3))
 			return dl_node_error(err, n, -1,
-				"the initial %s has shape %s; it must be %s ([N, hidden_size]; reshape an rnn's [N, 1, H] state with reshape: {shape: [%lld]})",
+				"the initial %s has shape %s; it must be %s ([N, hidden_size]) or %s (a one-layer state)",
 				k == 2 ? "hidden state h0" : "cell state c0",
 				dl_shape_str(&in[k], b, sizeof b),
-				dl_shape_str(&hs, c, sizeof c), (long long)H);
+				dl_shape_str(&hs, c, sizeof c),
+				dl_shape_str(&hs3, t, sizeof t));
 	if (score != DL_SCORE_ADDITIVE && n->hp[AD_SIZE].set)
 		return dl_node_error(err, n, AD_SIZE,
 			"attention_size applies to the additive score only");

@@ -253,10 +253,9 @@ static int rnn_infer(struct dl_node *n, const struct dl_shape *in,
 		int64_t od[2] = {x->d[0], D * H};
 		*out = dl_shape_make(2, od);
 	} else if (n->hp[HP_OUTPUT].i == OUT_STATE) {
+		out[0] = hs;
 		if (r.kind == KIND_LSTM)
-			return dl_node_error(err, n, HP_OUTPUT,
-				"output: state of an lstm is not supported yet");
-		*out = hs;
+			out[1] = hs;   /* c_n */
 	} else {
 		int64_t od[3] = {x->d[0], x->d[1], D * H};
 		*out = dl_shape_make(3, od);
@@ -451,7 +450,8 @@ static void rnn_fwd(struct dl_node *n, const struct dl_tensor *in,
 			int ta = keep ? r.T : 2;
 			layer_forward(&r, n, l, d, x, width, y, a, ta, h0, c0, &s);
 			if (r.state)
-				take_state(&r, l, d, y, a, ta, out->data, NULL);
+				take_state(&r, l, d, y, a, ta, out[0].data,
+					   r.kind == KIND_LSTM ? out[1].data : NULL);
 		}
 	}
 	if (r.state)
@@ -648,7 +648,8 @@ static void rnn_bwd(struct dl_node *n, const struct dl_tensor *in,
 	float scale = r.p < 1.0 ? (float)(1.0 / (1.0 - r.p)) : 0.0f;
 	memset(s.zero, 0, (size_t)r.N * r.H * sizeof(float));
 	float *dy = s.dya, *dprev = s.dyb;
-	const float *dhn = r.state ? dout : NULL, *dcn = NULL;
+	const float *dhn = r.state ? dout : NULL;
+	const float *dcn = r.state && r.kind == KIND_LSTM ? ctx->dout[1] : NULL;
 	if (r.state) {
 		memset(dy, 0, ntdh * sizeof(float));
 	} else if (!r.last) {
@@ -716,6 +717,12 @@ static const struct dl_op_desc op_rnn = {
 
 /* i, f, g, o = sigma, sigma, tanh, sigma(W_i* x_t + b_i* + W_h* h + b_h*);
  * c_t = f c_(t-1) + i g; h_t = o tanh(c_t) (PyTorch's nn.LSTM) */
+/* lstm's output: state is h_n and c_n */
+static int lstm_n_outputs(const struct dl_node *n)
+{
+	return n->hp[HP_OUTPUT].i == OUT_STATE ? 2 : 1;
+}
+
 static const struct dl_op_desc op_lstm = {
 	.name = "lstm",
 	.doc = "c_t = f * c_(t-1) + i * g, h_t = o * tanh(c_t); gates i, f, g, o",
@@ -726,6 +733,7 @@ static const struct dl_op_desc op_lstm = {
 	.backward = rnn_bwd,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = RNN_PARAMS("4*"),
+	.n_outputs = lstm_n_outputs,
 };
 
 /* r, z = sigma(W_i* x_t + b_i* + W_h* h + b_h*);
