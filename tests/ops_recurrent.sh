@@ -123,4 +123,17 @@ check "outputs: [enc] of an lstm's state: h_n and c_n" t_state \
 check "outputs: [enc.1] of an lstm's state: c_n alone" t_state \
 	'outputs: [enc.1]' enc.1
 
+# summary shows both outputs of a two-output entry, and draw draws the
+# encoder-decoder that reads them with NAME.1
+t_summary_draw() {
+	m=$srcdir/tests/data/gradcheck/recurrent_seq2seq.yaml
+	run_dlrun summary "$m"
+	expect_rc 0 || return 1
+	expect_stdout_has "state  lstm                 [1, 1, 3], [1, 1, 3]"
+	run_dlrun draw "$m" -o "$tmp/m.svg"
+	expect_rc 0 || return 1
+	grep -q '</svg>' "$tmp/m.svg" || fail "no SVG written"
+}
+check "summary and draw of an entry with two outputs" t_summary_draw
+
 done_testing

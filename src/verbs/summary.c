@@ -103,15 +103,21 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 	}
 	if (width > 40)
 		width = 40;
-	printf("%-*s  %-20s %-20s %12s %14s %12s\n", width, "entry", "op",
-	       "output shape", "params", "mult-adds", "act. bytes");
+	int sw = 20;   /* wider for the shapes of an entry with several outputs */
+	for (int r = 0; r < g->n_rows; r++) {
+		row_shape(g, &g->rows[r], shape, sizeof shape);
+		if ((int)strlen(shape) > sw && strlen(shape) <= 60)
+			sw = (int)strlen(shape);
+	}
+	printf("%-*s  %-20s %-*s %12s %14s %12s\n", width, "entry", "op",
+	       sw, "output shape", "params", "mult-adds", "act. bytes");
 	for (int r = 0; r < g->n_rows; r++) {
 		const struct dl_row *row = &g->rows[r];
 		struct totals t = row_totals(g, row);
 		int64_t floats = row_shape(g, row, shape, sizeof shape);
 		snprintf(label, sizeof label, "%*s%s", 2 * row->depth, "", row->label);
-		printf("%-*s  %-20s %-20s %12lld %14lld %12lld\n", width, label, row->kind,
-		       shape, (long long)t.params, (long long)t.macs,
+		printf("%-*s  %-20s %-*s %12lld %14lld %12lld\n", width, label, row->kind,
+		       sw, shape, (long long)t.params, (long long)t.macs,
 		       (long long)(floats * 4));
 	}
 	int64_t buffers, params = dl_model_count_params(g, &buffers);
