@@ -250,7 +250,7 @@ def decoder_ref(cell, score, out, x, mem, h0, c0, mod, p):
 
 
 # name, hyperparameters (as in the YAML), N, T, D_x, S, D_m, h0 (and c0
-# for lstm) given
+# for lstm) given: True, or "h0" for h0 alone
 AD_CASES = [
     ("ad_gru_additive", {"hidden_size": 5, "attention_size": 4}, 3, 4, 3, 5,
      6, False),
@@ -269,6 +269,8 @@ AD_CASES = [
     ("ad_lstm_dot_attention", {"cell": "lstm", "hidden_size": 3,
                                "score": "dot", "output": "attention"},
      2, 4, 1, 5, 3, False),
+    ("ad_lstm_additive_h0_only", {"cell": "lstm", "hidden_size": 4,
+                                  "attention_size": 5}, 3, 3, 2, 4, 3, "h0"),
 ]
 
 AD_ARGS = {"ad_lstm_additive_h0_c0": "--batch-size 1"}
@@ -296,7 +298,7 @@ def make_ad_case(root, name, hp, N, T, Dx, S, Dm, states):
     h0 = c0 = None
     if states:
         h0 = rand(g, N, H, scale=0.5)
-        if cell == "lstm":
+        if cell == "lstm" and states != "h0":
             c0 = rand(g, N, H)
     y = decoder_ref(cell, score, out, x, mem, h0, c0, mod, sp)
     tensors = {"0.cell." + k: v for k, v in mod.named_parameters()}
@@ -309,7 +311,7 @@ def make_ad_case(root, name, hp, N, T, Dx, S, Dm, states):
         lines.append("  h0: {shape: [%d]}" % H)
         ins.append("h0")
         arrays.append(h0)
-        if cell == "lstm":
+        if c0 is not None:
             lines.append("  c0: {shape: [%d]}" % H)
             ins.append("c0")
             arrays.append(c0)
