@@ -123,6 +123,29 @@ check "outputs: [enc] of an lstm's state: h_n and c_n" t_state \
 check "outputs: [enc.1] of an lstm's state: c_n alone" t_state \
 	'outputs: [enc.1]' enc.1
 
+# the contract's wiring as written: an encoder's [h_n, c_n] feed a
+# decoder's in: [tgt, enc, enc.1] (h_n [N, 1, H] as a one-step memory, c_n
+# as h0), and trains (gradcheck)
+t_contract_wiring() {
+	cat >"$tmp/w.yaml" <<-YAML
+	inputs:
+	  src: {shape: [6, 3]}
+	  tgt: {shape: [4, 2]}
+	layers:
+	  - name: enc
+	    in: src
+	    lstm: {hidden_size: 3, output: state}
+	  - in: [tgt, enc, enc.1]
+	    attention_decoder: {hidden_size: 3, score: dot}
+	YAML
+	run_dlrun summary "$tmp/w.yaml"
+	expect_rc 0 || return 1
+	expect_stdout_has "[1, 4, 3]"
+	run_dlrun gradcheck "$tmp/w.yaml"
+	expect_rc 0
+}
+check "in: [tgt, enc, enc.1] from an lstm's state" t_contract_wiring
+
 # summary shows both outputs of a two-output entry, and draw draws the
 # encoder-decoder that reads them with NAME.1
 t_summary_draw() {
