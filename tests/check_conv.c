@@ -14,6 +14,7 @@
 
 #include "check_suites.h"
 #include "engine/gemm.h"
+#include "engine/threads.h"
 #include "engine/op.h"
 #include "engine/rng.h"
 #include "io/npy.h"
@@ -623,6 +624,83 @@ START_TEST(test_conv_threads)
 }
 END_TEST
 
+/* Two threads asked for, one or two running (another process holding a
+ * core makes dlrun run fewer): the same bits, forward and backward, so a
+ * training run's result does not depend on the machine's load. */
+START_TEST(test_conv_team_invariant)
+{
+	const char *hps[] = {
+		"out_channels: 16, kernel_size: 3, padding: 1",                /* Winograd */
+		"out_channels: 6, kernel_size: [3, 2], stride: 2, padding: [[1, 0], [2, 1]]",
+		"out_channels: 8, kernel_size: 1",                             /* pointwise */
+		"out_channels: 8, kernel_size: 4, stride: 2, padding: 1",      /* transposed */
+		"out_channels: 96, kernel_size: 3, padding: 1",                /* split GEMM */
+	};
+	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv_transpose2d", "conv2d"};
+	int keep = dl_threads();
+	for (int t = 0; t < 5; t++) {
+		struct harness h[2];
+		int64_t d[4] = {5, 64, 29, 27};
+		struct dl_shape xs = dl_shape_make(4, d);
+		for (int k = 0; k < 2; k++) {
+			struct dl_error err = {0};
+			dl_set_threads(2);
+			dl_threads_pin(k + 1);
+			ck_assert(h_setup(&h[k], ops[t], hps[t], &xs, 0, &err) == 0);
+			struct dl_rng r;
+			dl_rng_seed(&r, 21 + t);
+			for (int64_t i = 0; i < h[k].nx; i++)
+				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int64_t i = 0; i < h[k].ny; i++)
+				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int i = 0; i < h[k].n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
+					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h[k]);
+			h_backward(&h[k]);
+		}
+		ck_assert_msg(memcmp(h[1].y, h[0].y, (size_t)h[0].ny * sizeof(float)) == 0,
+			      "%s {%s}: y", ops[t], hps[t]);
+		ck_assert_msg(memcmp(h[1].dx, h[0].dx, (size_t)h[0].nx * sizeof(float)) == 0,
+			      "%s {%s}: dx", ops[t], hps[t]);
+		for (int i = 0; i < h[0].n.n_params; i++)
+			ck_assert_msg(memcmp(h[1].n.params[i].grad, h[0].n.params[i].grad,
+					     (size_t)dl_shape_numel(&h[0].n.params[i].shape) * sizeof(float)) == 0,
+				      "%s {%s}: d%s", ops[t], hps[t], h[0].n.params[i].name);
+		h_free(&h[0]);
+		h_free(&h[1]);
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
+/* The same for one product large enough to be shared among threads. */
+START_TEST(test_sgemm_team_invariant)
+{
+	int M = 301, N = 257, K = 129;
+	float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+	float *c[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
+	struct dl_rng r;
+	dl_rng_seed(&r, 5);
+	for (int i = 0; i < M * K; i++)
+		a[i] = (float)dl_rng_uniform(&r) - 0.5f;
+	for (int i = 0; i < K * N; i++)
+		b[i] = (float)dl_rng_uniform(&r) - 0.5f;
+	int keep = dl_threads();
+	for (int k = 0; k < 2; k++) {
+		dl_set_threads(2);
+		dl_threads_pin(k + 1);
+		dl_sgemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c[k], N);
+	}
+	ck_assert(memcmp(c[0], c[1], sizeof(float) * M * N) == 0);
+	dl_set_threads(keep);
+	free(a);
+	free(b);
+	free(c[0]);
+	free(c[1]);
+}
+END_TEST
+
 /* A naive reference in double: a convolution's output y [N, OC, OH, OW]
  * from x [N, C, H, W], w [OC, C/G, kh, kw], b; or, transposed, y from x
  * with w [C, OC/G, kh, kw]. Every (output, tap, input) triple is visited
@@ -914,6 +992,8 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_param_init);
 	tcase_add_test(tc, test_conv_batch_consistency);
 	tcase_add_test(tc, test_conv_threads);
+	tcase_add_test(tc, test_conv_team_invariant);
+	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_zero_batch);
 	tcase_add_test(tc, test_errors);

@@ -713,6 +713,127 @@ START_TEST(infer_idempotent)
 }
 END_TEST
 
+/* ---- the pointwise ops of the contract's "Also" list, positional_encoding
+ * with mode: concat and graph_conv on [N, ..., V, F] ---- */
+
+static const struct gcase pointwise_cases[] = {
+	{"relu6", "", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"relu6", "", 1, {SHAPE(1, 13)}, 0, 0.05, 6},
+	{"hardswish", "", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"hardswish", "", 1, {SHAPE(2, 9)}, 0, 0.05, 3},
+	{"hardswish", "", 1, {SHAPE(1, 3, 3)}, 0, 0.05, -3},
+	{"hardsigmoid", "", 1, {SHAPE(3, 5)}, 0, 0, 0},
+	{"hardsigmoid", "", 1, {SHAPE(2, 9)}, 0, 0.05, 3},
+	{"hardsigmoid", "", 1, {SHAPE(1, 11)}, 0, 0.05, -3},
+	{"elu", "", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"elu", "alpha: 0.3", 1, {SHAPE(1, 13)}, 0, 0.05, 0},
+	{"selu", "", 1, {SHAPE(2, 3, 5)}, 0, 0.05, 0},
+	{"mish", "", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"mish", "", 1, {SHAPE(1, 9)}, 0, 0, -2},
+	{"exp", "", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"log", "", 1, {SHAPE(2, 3, 5)}, 0, 0, 2},
+	{"log", "", 1, {SHAPE(1, 9)}, 0, 0.2, 1.3},
+	{"sqrt", "", 1, {SHAPE(2, 3, 5)}, 0, 0, 2},
+	{"abs", "", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"neg", "", 1, {SHAPE(1, 4, 3)}, 0, 0, 0},
+	{"clamp", "min: 0", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"clamp", "max: 0", 1, {SHAPE(1, 13)}, 0, 0.05, 0},
+	{"clamp", "min: 0, max: 6", 1, {SHAPE(2, 9)}, 0, 0.05, 6},
+	{"clamp", "min: -0.01, max: 0.01", 1, {SHAPE(2, 5)}, 0, 0.05, 0},
+	{"scale", "factor: 2.5, shift: -1", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"scale", "", 1, {SHAPE(1, 3)}, 0, 0, 0},
+	{"positional_encoding", "mode: concat", 1, {SHAPE(2, 5, 3)}, 0, 0, 0},
+	{"positional_encoding", "mode: concat, dim: 4, base: 50", 1, {SHAPE(1, 3, 2)}, 0, 0, 0},
+	{"positional_encoding", "kind: learned, max_len: 7, mode: concat, dim: 2",
+	 1, {SHAPE(3, 5, 3)}, 0, 0, 0},
+	{"positional_encoding", "kind: learned, max_len: 4, mode: concat",
+	 1, {SHAPE(2, 4, 3)}, 0, 0, 0},
+	/* adjacencies U(0, 2): positive degrees */
+	{"graph_conv", "out_features: 3", 2, {SHAPE(2, 3, 4, 3), SHAPE(2, 4, 4)}, 0, 0, 1},
+	{"graph_conv", "out_features: 2", 2, {SHAPE(3, 2, 4, 3), SHAPE(1, 4, 4)}, 0, 0, 1},
+	{"graph_conv", "out_features: 2, bias: false", 2,
+	 {SHAPE(2, 2, 3, 5, 2), SHAPE(1, 5, 5)}, 0, 0, 1},
+	{"graph_conv", "out_features: 4", 2, {SHAPE(3, 5, 2), SHAPE(1, 5, 5)}, 0, 0, 1},
+};
+
+START_TEST(grad_pointwise) { RUN_CASES(pointwise_cases, gradcheck); }
+END_TEST
+
+START_TEST(zero_samples_pointwise) { RUN_CASES(pointwise_cases, zero_batch); }
+END_TEST
+
+START_TEST(values_pointwise)
+{
+	struct dl_shape in = SH(1, 7);
+	const float x[] = {-4.0f, -3.0f, -0.5f, 0.0f, 0.7f, 3.0f, 7.0f};
+	const float *v[] = {x};
+	/* torch.nn.functional.*(torch.tensor(x)), float32 */
+	check_values("relu6", "", 1, &in, v, in,
+		     (const float[]){0, 0, 0, 0, 0.7f, 3.0f, 6.0f}, 0);
+	check_values("hardswish", "", 1, &in, v, in,
+		     (const float[]){-0.0f, -0.0f, -0.2083333283662796f, 0.0f,
+				     0.43166664242744446f, 3.0f, 7.0f}, 1e-6);
+	check_values("hardsigmoid", "", 1, &in, v, in,
+		     (const float[]){0, 0, 0.4166666567325592f, 0.5f,
+				     0.6166666746139526f, 1.0f, 1.0f}, 1e-6);
+	check_values("elu", "alpha: 0.5", 1, &in, v, in,
+		     (const float[]){-0.49084219336509705f, -0.47510647773742676f,
+				     -0.19673466682434082f, 0.0f, 0.7f, 3.0f, 7.0f}, 1e-6);
+	check_values("selu", "", 1, &in, v, in,
+		     (const float[]){-1.7258986234664917f, -1.6705687046051025f,
+				     -0.6917581558227539f, 0.0f, 0.7354906797409058f,
+				     3.1521029472351074f, 7.354907035827637f}, 1e-6);
+	check_values("mish", "", 1, &in, v, in,
+		     (const float[]){-0.07259175181388855f, -0.14564746618270874f,
+				     -0.22074376046657562f, 0.0f, 0.5611483454704285f,
+				     2.98653507232666f, 6.999988555908203f}, 1e-6);
+	check_values("abs", "", 1, &in, v, in,
+		     (const float[]){4, 3, 0.5f, 0, 0.7f, 3, 7}, 0);
+	check_values("neg", "", 1, &in, v, in,
+		     (const float[]){4, 3, 0.5f, -0.0f, -0.7f, -3, -7}, 0);
+	check_values("clamp", "min: -0.5, max: 0.5", 1, &in, v, in,
+		     (const float[]){-0.5f, -0.5f, -0.5f, 0, 0.5f, 0.5f, 0.5f}, 0);
+	check_values("clamp", "max: 0", 1, &in, v, in,
+		     (const float[]){-4, -3, -0.5f, 0, 0, 0, 0}, 0);
+	check_values("clamp", "min: 0.7", 1, &in, v, in,
+		     (const float[]){0.7f, 0.7f, 0.7f, 0.7f, 0.7f, 3, 7}, 0);
+	check_values("scale", "factor: -2, shift: 0.5", 1, &in, v, in,
+		     (const float[]){8.5f, 6.5f, 1.5f, 0.5f, -0.9f, -5.5f, -13.5f}, 1e-6);
+	struct dl_shape p3 = SH(1, 3);
+	const float y[] = {0.25f, 1.0f, 4.0f}, *w[] = {y};
+	check_values("exp", "", 1, &p3, w, p3,
+		     (const float[]){1.2840254166877414f, 2.718281828459045f,
+				     54.598150033144236f}, 1e-6);
+	check_values("log", "", 1, &p3, w, p3,
+		     (const float[]){-1.3862943611198906f, 0.0f,
+				     1.3862943611198906f}, 1e-6);
+	check_values("sqrt", "", 1, &p3, w, p3, (const float[]){0.5f, 1, 2}, 0);
+	/* concat: [x, sin(t), cos(t)] for D = 1, dim 2; t = 0, 1, 2 */
+	struct dl_shape s = SH(1, 3, 1), so = SH(1, 3, 3);
+	const float *u[] = {y};
+	check_values("positional_encoding", "mode: concat, dim: 2", 1, &s, u, so,
+		     (const float[]){0.25f, 0, 1, 1.0f, 0.8414709848078965f,
+				     0.5403023058681398f, 4.0f, 0.9092974268256817f,
+				     -0.4161468365471424f}, 1e-6);
+}
+END_TEST
+
+START_TEST(errors_pointwise)
+{
+	struct dl_shape p3[] = {SH(2, 3, 4)};
+	expect_error("clamp", "min: 2, max: 1", 1, p3, "min", "min 2 is greater than max 1");
+	expect_error("clamp", "", 1, p3, NULL, "needs min, max or both");
+	expect_error("positional_encoding", "dim: 5", 1, p3, "dim",
+		     "dim is 5 but the input [2, 3, 4] has 4 channels");
+	struct dl_shape gx[] = {SH(2, 3, 4, 5), SH(2, 3, 3)};
+	expect_error("graph_conv", "out_features: 2", 2, gx, NULL,
+		     "it must be [2, 4, 4] (or batch 1, shared)");
+	struct dl_shape g2[] = {SH(2, 4), SH(2, 4, 4)};
+	expect_error("graph_conv", "out_features: 2", 2, g2, NULL,
+		     "[N, V, F] or [N, ..., V, F]");
+}
+END_TEST
+
 Suite *make_ops_suite(void)
 {
 	Suite *s = suite_create("ops");
@@ -740,5 +861,12 @@ Suite *make_ops_suite(void)
 	tcase_add_test(e, errors);
 	tcase_add_test(e, infer_idempotent);
 	suite_add_tcase(s, e);
+	TCase *pw = tcase_create("pointwise");
+	tcase_set_timeout(pw, 120);
+	tcase_add_test(pw, grad_pointwise);
+	tcase_add_test(pw, zero_samples_pointwise);
+	tcase_add_test(pw, values_pointwise);
+	tcase_add_test(pw, errors_pointwise);
+	suite_add_tcase(s, pw);
 	return s;
 }
