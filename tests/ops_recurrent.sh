@@ -44,6 +44,7 @@ bad recurrent_cell_rnn.yaml 6:47: "cell must be one of gru|lstm"
 bad recurrent_output_index.yaml 8:20: "'enc.2': 'enc' has 2 outputs, 'enc' (or 'enc.0') to 'enc.1'"
 bad recurrent_one_output_index.yaml 6:9: "'enc.1': 'enc' has one output; write 'enc'"
 bad recurrent_outputs_index.yaml 3:11: "'enc.5': 'enc' has 2 outputs"
+bad recurrent_body_two_outputs.yaml 8:9: "expert: the last entry has 2 outputs; a body gives one"
 
 # `dlrun ops` prints the defaults the man page documents
 t_ops() {
