@@ -24,6 +24,21 @@ static size_t align_up(size_t x)
 	return (x + ALIGN - 1) / ALIGN * ALIGN;
 }
 
+/* A node's number of outputs (values out, out + 1, ...). */
+static int n_outs(const struct dl_node *n)
+{
+	return n->n_out > 1 ? n->n_out : 1;
+}
+
+/* Views of node n's outputs in t[0 .. n_outs(n) - 1]. */
+static void out_views(const struct dl_graph *g, const struct dl_node *n,
+		      struct dl_tensor *t)
+{
+	for (int k = 0; k < n_outs(n); k++)
+		t[k] = (struct dl_tensor){g->values[n->out + k].shape,
+					  g->values[n->out + k].data};
+}
+
 void dl_graph_free(struct dl_graph *g)
 {
 	if (!g)
@@ -235,19 +250,21 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 		for (int k = 0; k < n->n_in; k++)
 			ins[k] = g->values[n->in[k]].shape;
 		int before = n->n_params;
-		struct dl_shape out;
-		memset(&out, 0, sizeof out);
+		struct dl_shape out[DL_MAX_OUT];
+		memset(out, 0, sizeof out);
 		n->macs = 0;
-		rc = n->op->infer(n, ins, &out, err);
+		rc = n->op->infer(n, ins, out, err);
 		if (rc == 0 && g->params_ready && n->n_params != before)
 			rc = dl_node_error(err, n, -1, "internal: parameters changed after layout");
-		if (rc == 0 && (out.ndim < 1 || out.ndim > DL_MAX_DIMS || dl_shape_numel(&out) < 0))
-			rc = dl_node_error(err, n, -1, "the output would be too large");
+		for (int k = 0; rc == 0 && k < n_outs(n); k++)
+			if (out[k].ndim < 1 || out[k].ndim > DL_MAX_DIMS || dl_shape_numel(&out[k]) < 0)
+				rc = dl_node_error(err, n, -1, "the output would be too large");
 		if (rc) {
 			free(ins);
 			return rc < 0 ? rc : DL_EINPUT;
 		}
-		g->values[n->out].shape = out;
+		for (int k = 0; k < n_outs(n); k++)
+			g->values[n->out + k].shape = out[k];
 	}
 	free(ins);
 	if (!g->params_ready && (rc = layout_params(g, err)) != 0)
@@ -530,17 +547,18 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 			g->tin[k].shape = g->values[n->in[k]].shape;
 			g->tin[k].data = g->values[n->in[k]].data;
 		}
-		struct dl_tensor out = {g->values[n->out].shape, g->values[n->out].data};
+		struct dl_tensor out[DL_MAX_OUT];
+		out_views(g, n, out);
 		ctx->saved = ctx->train && g->saved ? g->saved + g->saved_off[i] : NULL;
 		dl_threads_check();
 		double t0 = g->prof ? seconds() : 0;
-		n->op->forward(n, g->tin, &out, ctx);
+		n->op->forward(n, g->tin, out, ctx);
 		if (g->prof)
 			g->prof[i] += seconds() - t0;
-		if (g->watch_finite && g->first_bad < 0) {
-			int64_t c = dl_shape_numel(&out.shape);
+		for (int k = 0; g->watch_finite && g->first_bad < 0 && k < n_outs(n); k++) {
+			int64_t c = dl_shape_numel(&out[k].shape);
 			for (int64_t j = 0; j < c; j++)
-				if (!isfinite(out.data[j])) {
+				if (!isfinite(out[k].data[j])) {
 					g->first_bad = i;
 					break;
 				}
@@ -601,7 +619,8 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 	for (int i = n - 1; i >= 0; i--) {
 		struct dl_node *nd = &g->nodes[i];
 		int step = 2 * n - i;
-		zero_grad_at(g, nd->out, step);  /* an output nobody reads */
+		for (int k = 0; k < n_outs(nd); k++)
+			zero_grad_at(g, nd->out + k, step);  /* an output nobody reads */
 		for (int k = 0; k < nd->n_in; k++) {
 			int v = nd->in[k], dup = 0;
 			for (int j = 0; j < k; j++)
@@ -612,11 +631,17 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 			g->tin[k].data = g->values[v].data;
 			g->din[k] = v < g->n_inputs ? (din_in ? din_in[v] : NULL) : g->values[v].grad;
 		}
-		struct dl_tensor out = {g->values[nd->out].shape, g->values[nd->out].data};
+		struct dl_tensor out[DL_MAX_OUT];
+		const float *dout_k[DL_MAX_OUT];
+		out_views(g, nd, out);
+		for (int k = 0; k < n_outs(nd); k++)
+			dout_k[k] = g->values[nd->out + k].grad;
+		ctx->dout = dout_k;
 		ctx->saved = g->saved ? g->saved + g->saved_off[i] : NULL;
 		dl_threads_check();
 		double t0 = g->prof ? seconds() : 0;
-		nd->op->backward(nd, g->tin, &out, g->values[nd->out].grad, g->din, ctx);
+		nd->op->backward(nd, g->tin, out, dout_k[0], g->din, ctx);
+		ctx->dout = NULL;
 		if (g->prof)
 			g->prof[i] += seconds() - t0;
 	}

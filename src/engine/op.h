@@ -124,7 +124,9 @@ struct dl_node {
 
 	int n_in;
 	int *in;                   /* value ids of the inputs */
-	int out;                   /* value id of the output */
+	int out;                   /* value id of the output (the first one) */
+	int n_out;                 /* outputs: values out .. out + n_out - 1
+	                            * (op->n_outputs; 0 is read as 1) */
 
 	/* Set by the op's infer; infer runs again whenever input shapes
 	 * change, so it must be idempotent. */
@@ -156,7 +158,14 @@ struct dl_ctx {
 	int train;                 /* PyTorch's train() semantics */
 	struct dl_rng *rng;        /* dropout masks (training) */
 	int threads;
+	const float *const *dout;  /* backward of a node with several outputs:
+	                            * dL/d output k for k < n_out */
 };
+
+/* Most ops have one output; an op whose n_outputs says more gets `out` as
+ * an array of n_out shapes (infer) or tensors (forward, backward), and
+ * reads the gradients of all of them from ctx->dout in backward. */
+#define DL_MAX_OUT 4
 
 /* Shape inference: check the inputs and hyperparameters, set *out, declare
  * parameters, ws_bytes, saved_bytes and macs. Errors name the entry (or the
@@ -198,6 +207,9 @@ struct dl_op_desc {
 	unsigned flags;
 	const char *params;        /* for `dlrun ops OP`: "weight [out_features,
 	                            * in_features], bias [out_features]" */
+	/* How many outputs the node has, from its hyperparameters (lstm's
+	 * output: state: h_n and c_n), at most DL_MAX_OUT; NULL: one. */
+	int (*n_outputs)(const struct dl_node *n);
 };
 
 /* ---- helpers for ops ---- */

@@ -373,11 +373,29 @@ static int add_node(struct loader *L, const struct dl_op_desc *op,
 			if (rc)
 				return rc;
 		}
-	int v = new_value(L, g->n_nodes - 1);
-	if (v < 0)
-		return v;
+	/* an op with several outputs gets consecutive values */
+	struct dl_node *nd = &g->nodes[g->n_nodes - 1];
+	int n_out = op->n_outputs ? op->n_outputs(nd) : 1;
+	int v = -1;
+	for (int k = 0; k < n_out; k++) {
+		int w = new_value(L, g->n_nodes - 1);
+		if (w < 0)
+			return w;
+		v = k == 0 ? w : v;
+	}
 	g->nodes[g->n_nodes - 1].out = v;
+	g->nodes[g->n_nodes - 1].n_out = n_out;
 	return v;
+}
+
+/* How many outputs value v starts: its node's n_out when it is a node's
+ * first output, else 1. */
+static int value_outputs(const struct dl_graph *g, int v)
+{
+	int p = g->values[v].producer;
+	if (p < 0 || g->nodes[p].out != v || g->nodes[p].n_out < 2)
+		return 1;
+	return g->nodes[p].n_out;
 }
 
 /* ---- names ---- */
@@ -389,6 +407,37 @@ static int lookup(const struct names *s, const char *name)
 			if (strcmp(s->name[i], name) == 0)
 				return s->value[i];
 	return -1;
+}
+
+/* The value that `s` names in an in: list or outputs: a name, or NAME.K
+ * for output K of an entry with several outputs (NAME.0 is NAME). Returns
+ * -1 when nothing is called so, or DL_EINPUT with the error set at `at`
+ * when NAME has no output K. */
+static int resolve(struct loader *L, const struct names *names,
+		   const yaml_node_t *at, const char *s)
+{
+	int v = lookup(names, s);
+	const char *dot = strrchr(s, '.');
+	if (v >= 0 || !dot || !dot[1] ||
+	    strspn(dot + 1, "0123456789") != strlen(dot + 1))
+		return v;
+	char base[256];
+	size_t len = (size_t)(dot - s);
+	if (len >= sizeof base)
+		return -1;
+	memcpy(base, s, len);
+	base[len] = '\0';
+	if ((v = lookup(names, base)) < 0)
+		return -1;
+	int n = value_outputs(L->g, v);
+	long k = strlen(dot + 1) > 3 ? 1000 : strtol(dot + 1, NULL, 10);
+	if (k < n)
+		return v + (int)k;
+	if (n == 1)
+		return lerr(L, at, "'%s': '%s' has one output; write '%s'", s,
+			    base, base);
+	return lerr(L, at, "'%s': '%s' has %d outputs, '%s' (or '%s.0') to "
+		    "'%s.%d'", s, base, n, base, base, base, n - 1);
 }
 
 static const char *suggest_name(const struct names *s, const char *name)
@@ -778,7 +827,9 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 				in[n_in++] = prev;
 				continue;
 			}
-			int v = lookup(names, s);
+			int v = resolve(L, names, nm, s);
+			if (v == DL_EINPUT)
+				return v;
 			if (v < 0) {
 				const char *sug = suggest_name(names, s);
 				if (sug)
@@ -1007,6 +1058,11 @@ static int build_subgraphs(struct loader *L, int node, int hp, int depth)
 		int last = build_list(L, body, prefix, 0, NULL, depth + 1, &top);
 		L->in_sub--;
 		rc = last < 0 ? last : parse_outputs(L, NULL, last, &top);
+		if (rc == 0 && g->n_outputs > 1)
+			rc = lerr(L, body, "%s: the last entry has %d outputs; a body "
+				  "gives one (add an entry after it, e.g. "
+				  "{in: NAME.1, identity: {}})", d->name,
+				  g->n_outputs);
 		names_free(&top);
 		L->g = parent;
 	}
@@ -1122,21 +1178,25 @@ static int parse_outputs(struct loader *L, yaml_node_t *outputs, int last,
 			goto out;
 		}
 	}
-	g->outputs = calloc((size_t)count, sizeof *g->outputs);
-	g->output_names = calloc((size_t)count, sizeof *g->output_names);
+	/* an entry with several outputs gives them all: NAME, NAME.1, ... */
+	g->outputs = calloc((size_t)count * DL_MAX_OUT, sizeof *g->outputs);
+	g->output_names = calloc((size_t)count * DL_MAX_OUT, sizeof *g->output_names);
 	if (!g->outputs || !g->output_names) {
 		rc = dl_error_set(L->err, DL_ERUN, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < count; i++) {
-		if (!outputs) {
-			g->outputs[i] = last;
-			g->output_names[i] = xstrdup("output");
-		} else {
+		const char *s = "output";
+		int v = last;
+		if (outputs) {
 			yaml_node_t *nm = outputs->type == YAML_SEQUENCE_NODE
 				? node(L, outputs->data.sequence.items.start[i]) : outputs;
-			const char *s = str(nm);
-			int v = s ? lookup(top, s) : -1;
+			s = str(nm);
+			v = s ? resolve(L, top, nm, s) : -1;
+			if (v == DL_EINPUT) {
+				rc = v;
+				goto out;
+			}
 			if (v < 0) {
 				const char *sug = s ? suggest_name(top, s) : NULL;
 				rc = sug ? lerr(L, nm, "outputs: '%s' is not a top-level name; "
@@ -1145,11 +1205,18 @@ static int parse_outputs(struct loader *L, yaml_node_t *outputs, int last,
 						"or input", s ? s : "?");
 				goto out;
 			}
-			g->outputs[i] = v;
-			g->output_names[i] = xstrdup(s);
 		}
-		g->n_outputs++;
-		g->values[g->outputs[i]].pinned = 1;
+		/* NAME.K is one output; a whole entry is all of its outputs */
+		int whole = !outputs || lookup(top, s) >= 0;
+		int n = whole ? value_outputs(g, v) : 1;
+		for (int k = 0; k < n; k++) {
+			char name[300];
+			snprintf(name, sizeof name, k ? "%s.%d" : "%s", s, k);
+			g->outputs[g->n_outputs] = v + k;
+			g->output_names[g->n_outputs] = xstrdup(name);
+			g->values[v + k].pinned = 1;
+			g->n_outputs++;
+		}
 	}
 out:
 	return rc;

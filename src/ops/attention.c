@@ -20,6 +20,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "ops/attention.h"
 
 enum { SC_SCALED, SC_DOT, SC_BILINEAR, SC_ADDITIVE };
 
@@ -1331,3 +1332,54 @@ static const struct dl_op_desc op_mha = {
 
 const struct dl_op_desc *const dl_ops_attention[] = {&op_attention, &op_mha,
 						     NULL};
+
+/* ---- the scores for other ops (src/ops/attention.h) ---- */
+
+static void score_att(const struct dl_score *s, struct att *a)
+{
+	memset(a, 0, sizeof *a);
+	a->score = s->score;
+	a->Tq = s->Tq;
+	a->Tk = s->Tk;
+	a->dq = s->dq;
+	a->dk = s->dk;
+	a->scale = s->score == SC_SCALED ? (float)(1.0 / sqrt((double)s->dq))
+					 : 1.0f;
+	a->keep_scale = 1.0f;
+	a->window = -1;
+	a->B = s->Tk;
+	a->W = s->W;
+	a->dW = s->dW;
+	a->w2 = s->w2;
+	a->dw2 = s->dw2;
+	a->A = s->A;
+}
+
+size_t dl_score_tmp(const struct dl_score *s)
+{
+	size_t b = (size_t)s->Tq * s->dk, c = (size_t)(s->Tq + s->Tk) * s->A;
+	return 2 * (b > c ? b : c);
+}
+
+void dl_score_forward(const struct dl_score *s, const float *q, int ldq,
+		      const float *k, int ldk, float *S, float *tmp)
+{
+	struct att a;
+	score_att(s, &a);
+	att_scores(&a, q, ldq, k, ldk, S, tmp);
+}
+
+void dl_score_backward(const struct dl_score *s, const float *q, int ldq,
+		       const float *k, int ldk, const float *G, float *dq,
+		       int lddq, float *dk, int lddk, float *tmp)
+{
+	struct att a;
+	score_att(s, &a);
+	att_scores_bwd(&a, q, ldq, k, ldk, G, dq, lddq, dk, lddk, tmp);
+}
+
+_Static_assert((int)SC_SCALED == (int)DL_SCORE_SCALED_DOT &&
+	       (int)SC_DOT == (int)DL_SCORE_DOT &&
+	       (int)SC_BILINEAR == (int)DL_SCORE_BILINEAR &&
+	       (int)SC_ADDITIVE == (int)DL_SCORE_ADDITIVE,
+	       "attention.h numbers the scores as attention's `score`");

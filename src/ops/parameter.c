@@ -77,9 +77,13 @@ static void parameter_bwd(struct dl_node *n, const struct dl_tensor *in,
 /* y[b] = p for each sample b: p [*shape] ~ N(0, 1) (torch.randn), key = the
  * entry's scope */
 static const struct dl_op_desc parameter_op = {
-	"parameter", "y[b] = p for every sample b; p [*shape] learned, key = the scope",
-	1, 1, parameter_hp, 1, parameter_infer, parameter_fwd, parameter_bwd,
-	DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT, "(the scope) [*shape]",
+	.name = "parameter",
+	.doc = "y[b] = p for every sample b; p [*shape] learned, key = the scope",
+	.min_in = 1, .max_in = 1,
+	.hp = parameter_hp, .n_hp = 1,
+	.infer = parameter_infer, .forward = parameter_fwd, .backward = parameter_bwd,
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+	.params = "(the scope) [*shape]",
 };
 
 const struct dl_op_desc *const dl_ops_parameter[] = {&parameter_op, NULL};

@@ -20,6 +20,7 @@ extern const struct dl_op_desc *const dl_ops_gating[];
 extern const struct dl_op_desc *const dl_ops_moe[];
 extern const struct dl_op_desc *const dl_ops_transformer[];
 extern const struct dl_op_desc *const dl_ops_parameter[];
+extern const struct dl_op_desc *const dl_ops_attention_decoder[];
 
 static const struct dl_op_desc *const *const families[] = {
 	dl_ops_linear, dl_ops_elementwise, dl_ops_activation, dl_ops_shape,
@@ -27,6 +28,7 @@ static const struct dl_op_desc *const *const families[] = {
 	dl_ops_sequence, dl_ops_rnn, dl_ops_attention, dl_ops_gating, dl_ops_moe,
 	dl_ops_transformer,
 	dl_ops_parameter,
+	dl_ops_attention_decoder,
 };
 
 #define MAX_OPS 256

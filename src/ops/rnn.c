@@ -1,6 +1,8 @@
-/* Recurrent layers: rnn (Elman, tanh or relu), lstm and gru, PyTorch's
- * nn.RNN / nn.LSTM / nn.GRU with batch_first=True, stacked and optionally
- * bidirectional, plus gru's ONNX/Keras variant (linear_before_reset: false).
+/* Recurrent layers: rnn (Elman, tanh or relu, or sigmoid, which PyTorch
+ * lacks), lstm and gru, PyTorch's nn.RNN / nn.LSTM / nn.GRU with
+ * batch_first=True, stacked and optionally bidirectional, plus gru's
+ * ONNX/Keras variant (linear_before_reset: false). `output: state` gives
+ * h_n of every layer and direction (lstm: h_n and c_n, two outputs).
  * Per layer and direction: one GEMM projects the inputs of all time steps,
  * then one GEMM per step does the recurrent product. macs: those products. */
 #include <limits.h>
@@ -23,7 +25,8 @@ enum {
 	HP_EXTRA, /* rnn: nonlinearity; gru: linear_before_reset */
 };
 
-enum { OUT_SEQUENCE, OUT_LAST };
+enum { OUT_SEQUENCE, OUT_LAST, OUT_STATE };
+enum { ACT_TANH, ACT_RELU, ACT_SIGMOID };
 
 #define COMMON_HP \
 	[HP_INPUT] = {"input_size", DL_HP_INT, "inferred", NULL, \
@@ -35,11 +38,11 @@ enum { OUT_SEQUENCE, OUT_LAST };
 	[HP_BATCH_FIRST] = {"batch_first", DL_HP_BOOL, "true", NULL, 0}, \
 	[HP_DROPOUT] = {"dropout", DL_HP_FLOAT, "0", NULL, DL_HP_NONNEG}, \
 	[HP_BIDIR] = {"bidirectional", DL_HP_BOOL, "false", NULL, 0}, \
-	[HP_OUTPUT] = {"output", DL_HP_ENUM, "sequence", "sequence|last", 0}
+	[HP_OUTPUT] = {"output", DL_HP_ENUM, "sequence", "sequence|last|state", 0}
 
 static const struct dl_hp_desc rnn_hp[] = {
 	COMMON_HP,
-	[HP_EXTRA] = {"nonlinearity", DL_HP_ENUM, "tanh", "tanh|relu", 0},
+	[HP_EXTRA] = {"nonlinearity", DL_HP_ENUM, "tanh", "tanh|relu|sigmoid", 0},
 };
 static const struct dl_hp_desc lstm_hp[] = {COMMON_HP};
 static const struct dl_hp_desc gru_hp[] = {
@@ -51,11 +54,13 @@ static const struct dl_hp_desc gru_hp[] = {
 
 /* Everything a call needs, from the node and the input shapes. */
 struct rnn_dims {
-	int kind, relu, lbr;  /* lbr: gru's linear_before_reset */
+	int kind, act, lbr;   /* act: rnn's nonlinearity; lbr: gru's
+	                       * linear_before_reset */
 	int N, T, I, H, L, D, G;
 	int S;                /* per-step floats kept per direction: lstm
 	                       * i f g o c (5H), gru r z n hn (4H), rnn 0 */
-	int last, bias, drop; /* drop: dropout between layers (p > 0, L > 1) */
+	int last, state;      /* output: last, output: state */
+	int bias, drop;       /* drop: dropout between layers (p > 0, L > 1) */
 	double p;
 	/* training: float offsets into ctx->saved */
 	size_t y[MAX_LAYERS], a[MAX_LAYERS], xd[MAX_LAYERS]; /* per layer: Y_l [N, T, D*H], the gate
@@ -74,7 +79,7 @@ static void rnn_dims(const struct dl_node *n, const struct dl_shape *x,
 	memset(r, 0, sizeof *r);
 	r->kind = n->op->name[0] == 'r' ? KIND_RNN
 		  : n->op->name[0] == 'l' ? KIND_LSTM : KIND_GRU;
-	r->relu = r->kind == KIND_RNN && n->hp[HP_EXTRA].i == 1;
+	r->act = r->kind == KIND_RNN ? (int)n->hp[HP_EXTRA].i : ACT_TANH;
 	r->lbr = r->kind == KIND_GRU ? (int)n->hp[HP_EXTRA].i : 1;
 	r->N = (int)x->d[0];
 	r->T = (int)x->d[1];
@@ -85,6 +90,7 @@ static void rnn_dims(const struct dl_node *n, const struct dl_shape *x,
 	r->G = r->kind == KIND_RNN ? 1 : r->kind == KIND_LSTM ? 4 : 3;
 	r->S = r->kind == KIND_RNN ? 0 : r->kind == KIND_LSTM ? 5 * r->H : 4 * r->H;
 	r->last = n->hp[HP_OUTPUT].i == OUT_LAST;
+	r->state = n->hp[HP_OUTPUT].i == OUT_STATE;
 	r->bias = (int)n->hp[HP_BIAS].i;
 	r->p = n->hp[HP_DROPOUT].f;
 	r->drop = r->p > 0.0 && r->L > 1;
@@ -246,6 +252,10 @@ static int rnn_infer(struct dl_node *n, const struct dl_shape *in,
 	if (n->hp[HP_OUTPUT].i == OUT_LAST) {
 		int64_t od[2] = {x->d[0], D * H};
 		*out = dl_shape_make(2, od);
+	} else if (n->hp[HP_OUTPUT].i == OUT_STATE) {
+		out[0] = hs;
+		if (r.kind == KIND_LSTM)
+			out[1] = hs;   /* c_n */
 	} else {
 		int64_t od[3] = {x->d[0], x->d[1], D * H};
 		*out = dl_shape_make(3, od);
@@ -347,7 +357,8 @@ static void layer_forward(const struct rnn_dims *r, struct dl_node *n, int l,
 			for (int j = 0; j < H; j++) {
 				if (r->kind == KIND_RNN) {
 					float v = xw[j] + rg[j];
-					yo[j] = r->relu ? (v > 0.0f ? v : 0.0f) : tanhf(v);
+					yo[j] = r->act == ACT_RELU ? (v > 0.0f ? v : 0.0f)
+						: r->act == ACT_SIGMOID ? sigm(v) : tanhf(v);
 				} else if (r->kind == KIND_LSTM) {
 					float ig = sigm(xw[j] + rg[j]);
 					float fg = sigm(xw[H + j] + rg[H + j]);
@@ -373,6 +384,25 @@ static void layer_forward(const struct rnn_dims *r, struct dl_node *n, int l,
 				}
 			}
 		}
+	}
+}
+
+/* h_n (and c_n) of layer l, direction d into hn, cn [N, L*D, H] (cn NULL:
+ * not wanted): the direction's last step, T - 1 forward, 0 backward. y, a,
+ * ta as for layer_forward. */
+static void take_state(const struct rnn_dims *r, int l, int d, const float *y,
+		       const float *a, int ta, float *hn, float *cn)
+{
+	int H = r->H, t = d ? 0 : r->T - 1;
+	size_t ls = (size_t)r->L * r->D * H, off = (size_t)(l * r->D + d) * H;
+	for (int i = 0; i < r->N; i++) {
+		memcpy(hn + i * ls + off,
+		       y + ((size_t)i * r->T + t) * r->D * H + (size_t)d * H,
+		       (size_t)H * sizeof(float));
+		if (cn)
+			memcpy(cn + i * ls + off,
+			       a + ((size_t)i * ta + t % ta) * r->S + 4 * H,
+			       (size_t)H * sizeof(float));
 	}
 }
 
@@ -413,13 +443,19 @@ static void rnn_fwd(struct dl_node *n, const struct dl_tensor *in,
 				x = xd;
 			}
 		}
-		for (int d = 0; d < r.D; d++)
-			layer_forward(&r, n, l, d, x, width, y,
-				      keep ? (float *)store + r.a[l] +
-				      (size_t)d * r.N * r.T * r.S
-				      : (float *)store + r.ca,
-				      keep ? r.T : 2, h0, c0, &s);
+		for (int d = 0; d < r.D; d++) {
+			float *a = keep ? (float *)store + r.a[l] +
+				   (size_t)d * r.N * r.T * r.S
+				   : (float *)store + r.ca;
+			int ta = keep ? r.T : 2;
+			layer_forward(&r, n, l, d, x, width, y, a, ta, h0, c0, &s);
+			if (r.state)
+				take_state(&r, l, d, y, a, ta, out[0].data,
+					   r.kind == KIND_LSTM ? out[1].data : NULL);
+		}
 	}
+	if (r.state)
+		return;
 	if (!r.last) {
 		memcpy(out->data, y, ntdh * sizeof(float));
 		return;
@@ -434,12 +470,14 @@ static void rnn_fwd(struct dl_node *n, const struct dl_tensor *in,
 /* One layer, one direction, backward over all steps. dy [N, T, D*H] holds
  * dL/dY_l (this direction's half is read); dx [N, T, in] (NULL: not
  * needed) and the parameter gradients are added to. dh0/dc0: the initial
- * states' gradients [N, D*L, H] (NULL: not needed). */
+ * states' gradients [N, D*L, H] (NULL: not needed); dhn/dcn: those of the
+ * final states (output: state; NULL: none). */
 static void layer_backward(const struct rnn_dims *r, struct dl_node *n, int l,
 			   int d, const float *x, int in, float *dx,
 			   const float *y, const float *a, const float *dy,
 			   const float *h0, const float *c0, float *dh0,
-			   float *dc0, const struct rnn_scratch *s)
+			   float *dc0, const float *dhn, const float *dcn,
+			   const struct rnn_scratch *s)
 {
 	int N = r->N, T = r->T, H = r->H, GH = r->G * r->H, DH = r->D * r->H;
 	struct dl_param *pw = &n->params[pidx(r, 0, l, d)];
@@ -451,6 +489,15 @@ static void layer_backward(const struct rnn_dims *r, struct dl_node *n, int l,
 	size_t nh = (size_t)N * H;
 	memset(s->dh, 0, nh * sizeof(float));
 	memset(s->dc, 0, nh * sizeof(float));
+	size_t off = (size_t)(l * r->D + d) * H, ls = (size_t)r->D * r->L * H;
+	for (int i = 0; i < N; i++) {
+		if (dhn)
+			memcpy(s->dh + (size_t)i * H, dhn + i * ls + off,
+			       (size_t)H * sizeof(float));
+		if (dcn)
+			memcpy(s->dc + (size_t)i * H, dcn + i * ls + off,
+			       (size_t)H * sizeof(float));
+	}
 	for (int j = 0; j < GH; j++)
 		s->acc_hh[j] = 0.0;
 	for (int step = T - 1; step >= 0; step--) {
@@ -483,7 +530,8 @@ static void layer_backward(const struct rnn_dims *r, struct dl_node *n, int l,
 			for (int j = 0; j < H; j++) {
 				float dhj = dh[j] + dyo[j];
 				if (r->kind == KIND_RNN) {
-					float v = r->relu ? (yo[j] > 0.0f ? dhj : 0.0f)
+					float v = r->act == ACT_RELU ? (yo[j] > 0.0f ? dhj : 0.0f)
+						: r->act == ACT_SIGMOID ? dhj * yo[j] * (1.0f - yo[j])
 						: dhj * (1.0f - yo[j] * yo[j]);
 					gi[j] = gh[j] = v;
 					dh[j] = 0.0f;
@@ -554,7 +602,6 @@ static void layer_backward(const struct rnn_dims *r, struct dl_node *n, int l,
 					s->acc_hh[j] += dgh[(size_t)i * GH + j];
 	}
 	/* what is left in dh and dc flows into h0 and c0 */
-	size_t off = (size_t)(l * r->D + d) * H, ls = (size_t)r->D * r->L * H;
 	for (int i = 0; i < N; i++)
 		for (int j = 0; j < H; j++) {
 			if (dh0)
@@ -601,7 +648,11 @@ static void rnn_bwd(struct dl_node *n, const struct dl_tensor *in,
 	float scale = r.p < 1.0 ? (float)(1.0 / (1.0 - r.p)) : 0.0f;
 	memset(s.zero, 0, (size_t)r.N * r.H * sizeof(float));
 	float *dy = s.dya, *dprev = s.dyb;
-	if (!r.last) {
+	const float *dhn = r.state ? dout : NULL;
+	const float *dcn = r.state && r.kind == KIND_LSTM ? ctx->dout[1] : NULL;
+	if (r.state) {
+		memset(dy, 0, ntdh * sizeof(float));
+	} else if (!r.last) {
 		memcpy(dy, dout, ntdh * sizeof(float));
 	} else {
 		memset(dy, 0, ntdh * sizeof(float));
@@ -628,7 +679,7 @@ static void rnn_bwd(struct dl_node *n, const struct dl_tensor *in,
 				       (float *)store + r.a[l] +
 				       (size_t)d * r.N * r.T * r.S,
 				       dy, h0, c0, n->n_in > 1 ? din[1] : NULL,
-				       n->n_in > 2 ? din[2] : NULL, &s);
+				       n->n_in > 2 ? din[2] : NULL, dhn, dcn, &s);
 		if (l > 0) {
 			if (drop) {
 				const uint8_t *m = (uint8_t *)store + r.mask +
@@ -649,11 +700,12 @@ static void rnn_bwd(struct dl_node *n, const struct dl_tensor *in,
 	"hidden_size], bias_ih_l{k}[_reverse] [" G "hidden_size], " \
 	"bias_hh_l{k}[_reverse] [" G "hidden_size]"
 
-/* h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu);
+/* h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu, or
+ * sigmoid: not in PyTorch);
  * all weights and biases ~ U(+-1/sqrt(hidden_size)) (PyTorch's nn.RNN) */
 static const struct dl_op_desc op_rnn = {
 	.name = "rnn",
-	.doc = "h_t = tanh(W_ih x_t + b_ih + W_hh h_(t-1) + b_hh) (or relu)",
+	.doc = "h_t = tanh(W_ih x_t + b_ih + W_hh h_(t-1) + b_hh) (or relu, sigmoid)",
 	.min_in = 1, .max_in = 2,
 	.hp = rnn_hp, .n_hp = 9,
 	.infer = rnn_infer,
@@ -665,6 +717,12 @@ static const struct dl_op_desc op_rnn = {
 
 /* i, f, g, o = sigma, sigma, tanh, sigma(W_i* x_t + b_i* + W_h* h + b_h*);
  * c_t = f c_(t-1) + i g; h_t = o tanh(c_t) (PyTorch's nn.LSTM) */
+/* lstm's output: state is h_n and c_n */
+static int lstm_n_outputs(const struct dl_node *n)
+{
+	return n->hp[HP_OUTPUT].i == OUT_STATE ? 2 : 1;
+}
+
 static const struct dl_op_desc op_lstm = {
 	.name = "lstm",
 	.doc = "c_t = f * c_(t-1) + i * g, h_t = o * tanh(c_t); gates i, f, g, o",
@@ -675,6 +733,7 @@ static const struct dl_op_desc op_lstm = {
 	.backward = rnn_bwd,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = RNN_PARAMS("4*"),
+	.n_outputs = lstm_n_outputs,
 };
 
 /* r, z = sigma(W_i* x_t + b_i* + W_h* h + b_h*);

@@ -51,15 +51,18 @@ int dl_sub_infer(struct dl_graph *g, const struct dl_shape *in,
 			return dl_node_error(err, n, -1, "internal: too many inputs");
 		for (int k = 0; k < n->n_in; k++)
 			ins[k] = g->values[n->in[k]].shape;
-		struct dl_shape out;
-		memset(&out, 0, sizeof out);
+		struct dl_shape out[DL_MAX_OUT];
+		memset(out, 0, sizeof out);
 		n->macs = 0;
-		int rc = n->op->infer(n, ins, &out, err);
+		int rc = n->op->infer(n, ins, out, err);
 		if (rc)
 			return rc < 0 ? rc : DL_EINPUT;
-		if (out.ndim < 1 || out.ndim > DL_MAX_DIMS || dl_shape_numel(&out) < 0)
-			return dl_node_error(err, n, -1, "the output would be too large");
-		g->values[n->out].shape = out;
+		for (int k = 0; k < (n->n_out > 1 ? n->n_out : 1); k++) {
+			if (out[k].ndim < 1 || out[k].ndim > DL_MAX_DIMS ||
+			    dl_shape_numel(&out[k]) < 0)
+				return dl_node_error(err, n, -1, "the output would be too large");
+			g->values[n->out + k].shape = out[k];
+		}
 	}
 	g->shapes_ready = 1;
 	return 0;

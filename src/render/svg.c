@@ -657,6 +657,8 @@ static struct ext draw_op(struct draw *D, int r)
 	free(st);
 	occupy(D, x0, top, x0 + D->W + (tw > 0 ? 8 + tw : 0), top + h);
 	set_src(D, n->out, D->ax, top + h);
+	for (int k = 1; k < n->n_out; k++)   /* further outputs leave there too */
+		set_src(D, n->out + k, D->ax, top + h);
 	add_label(D, n->out, n->n_in ? n->in[axis >= 0 ? axis : 0] : -1);
 	D->y = top + h;
 	D->cur = n->out;

@@ -36,6 +36,28 @@ static void human(char *buf, size_t size, double bytes)
 	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
 }
 
+/* The shape of a row's output into buf, "[a], [b]" for an entry with
+ * several outputs; returns their floats. */
+static int64_t row_shape(const struct dl_graph *g, const struct dl_row *row,
+			 char *buf, size_t size)
+{
+	int v = row->value, p = g->values[v].producer, n = 1;
+	if (p >= 0 && g->nodes[p].out == v && g->nodes[p].n_out > 1)
+		n = g->nodes[p].n_out;
+	int64_t floats = 0;
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int k = 0; k < n; k++) {
+		char one[128];
+		dl_shape_str(&g->values[v + k].shape, one, sizeof one);
+		floats += dl_shape_numel(&g->values[v + k].shape);
+		if (used < size)
+			used += (size_t)snprintf(buf + used, size - used, "%s%s",
+						 k ? ", " : "", one);
+	}
+	return floats;
+}
+
 static int print_json(const struct dl_graph *g, int64_t batch)
 {
 	json_t *rows = json_array();
@@ -43,13 +65,12 @@ static int print_json(const struct dl_graph *g, int64_t batch)
 	for (int r = 0; r < g->n_rows; r++) {
 		const struct dl_row *row = &g->rows[r];
 		struct totals t = row_totals(g, row);
-		const struct dl_value *v = &g->values[row->value];
-		dl_shape_str(&v->shape, shape, sizeof shape);
+		int64_t floats = row_shape(g, row, shape, sizeof shape);
 		json_array_append_new(rows, json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I}",
 			"scope", row->scope, "op", row->kind, "depth", row->depth,
 			"output_shape", shape, "params", (json_int_t)t.params,
 			"macs", (json_int_t)t.macs,
-			"activation_bytes", (json_int_t)(dl_shape_numel(&v->shape) * 4)));
+			"activation_bytes", (json_int_t)(floats * 4)));
 	}
 	int64_t buffers, params = dl_model_count_params(g, &buffers);
 	int64_t macs = 0;
@@ -115,16 +136,22 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 	}
 	if (width > 40)
 		width = 40;
-	printf("%-*s  %-20s %-20s %12s %14s %12s\n", width, "entry", "op",
-	       "output shape", "params", "mult-adds", "act. bytes");
+	int sw = 20;   /* wider for the shapes of an entry with several outputs */
+	for (int r = 0; r < g->n_rows; r++) {
+		row_shape(g, &g->rows[r], shape, sizeof shape);
+		if ((int)strlen(shape) > sw && strlen(shape) <= 60)
+			sw = (int)strlen(shape);
+	}
+	printf("%-*s  %-20s %-*s %12s %14s %12s\n", width, "entry", "op",
+	       sw, "output shape", "params", "mult-adds", "act. bytes");
 	for (int r = 0; r < g->n_rows; r++) {
 		const struct dl_row *row = &g->rows[r];
 		struct totals t = row_totals(g, row);
-		const struct dl_value *v = &g->values[row->value];
+		int64_t floats = row_shape(g, row, shape, sizeof shape);
 		snprintf(label, sizeof label, "%*s%s", 2 * row->depth, "", row->label);
-		printf("%-*s  %-20s %-20s %12lld %14lld %12lld\n", width, label, row->kind,
-		       dl_shape_str(&v->shape, shape, sizeof shape), (long long)t.params,
-		       (long long)t.macs, (long long)(dl_shape_numel(&v->shape) * 4));
+		printf("%-*s  %-20s %-*s %12lld %14lld %12lld\n", width, label, row->kind,
+		       sw, shape, (long long)t.params, (long long)t.macs,
+		       (long long)(floats * 4));
 	}
 	int64_t buffers, params = dl_model_count_params(g, &buffers);
 	int64_t macs = 0;
