@@ -103,6 +103,8 @@ struct dl_node {
 	int n_in;
 	int *in;                   /* value ids of the inputs */
 	int out;                   /* value id of the output */
+	unsigned in_int;           /* bit k: input k is a `dtype: int` model
+	                            * input (set by shape inference) */
 
 	/* Set by the op's infer; infer runs again whenever input shapes
 	 * change, so it must be idempotent. */
