@@ -164,21 +164,27 @@ static int input_shapes(const struct dl_node *n, const struct dl_shape *in,
 	int64_t N = q->d[0], Tq = q->d[nd - 2], Tk = k->d[nd - 2];
 	if (r->am >= 0) {
 		const struct dl_shape *m = &in[r->am];
-		if (m->ndim != 3 || (m->d[0] != N && m->d[0] != 1) ||
-		    m->d[1] != Tq || m->d[2] != Tk)
+		if (m->ndim != 3 || m->d[1] != Tq || m->d[2] != Tk)
 			return dl_node_error(err, n, -1,
-				"the attn_mask (input %d) has shape %s; it must be [%lld, %lld, %lld] (queries by keys per sample), or [1, %lld, %lld] for every sample",
+				"the attn_mask (input %d) has shape %s; it must be [N, %lld, %lld] (queries by keys per sample)",
 				r->am + 1, dl_shape_str(m, b, sizeof b),
-				(long long)N, (long long)Tq, (long long)Tk,
 				(long long)Tq, (long long)Tk);
+		if (m->d[0] != N && m->d[0] != 1)
+			return dl_node_error(err, n, -1,
+				"the attn_mask (input %d) has batch size %lld; it must be the queries' %lld, or 1 for one mask for every sample",
+				r->am + 1, (long long)m->d[0], (long long)N);
 	}
 	if (r->kpm >= 0) {
 		const struct dl_shape *m = &in[r->kpm];
-		if ((m->d[0] != N && m->d[0] != 1) || m->d[1] != Tk)
+		if (m->d[1] != Tk)
 			return dl_node_error(err, n, -1,
-				"the key_padding_mask (input %d) has shape %s; it must be [%lld, %lld] (one flag per key), or [1, %lld] for every sample",
+				"the key_padding_mask (input %d) has shape %s; it must be [N, %lld] (one flag per key)",
 				r->kpm + 1, dl_shape_str(m, b, sizeof b),
-				(long long)N, (long long)Tk, (long long)Tk);
+				(long long)Tk);
+		if (m->d[0] != N && m->d[0] != 1)
+			return dl_node_error(err, n, -1,
+				"the key_padding_mask (input %d) has batch size %lld; it must be the queries' %lld, or 1 for every sample",
+				r->kpm + 1, (long long)m->d[0], (long long)N);
 	}
 	return 0;
 }
