@@ -366,42 +366,48 @@ static void sparse_scores(const struct att *a, const float *q, int ldq,
 
 /* Row i's scores s[c] (keys js, NULL: all Tk) -> probabilities, with the
  * attn_mask, key padding and (dense rows) causal mask; masked keys and
- * -inf scores get 0, a row with no allowed key becomes zeros. */
+ * -inf scores get 0, a row with no allowed key becomes zeros. Each mask is
+ * its own loop, so the common unmasked row is three plain loops. */
 static void row_softmax(const struct att *a, int i, const int *js, int c,
 			float *s)
 {
-	const float *am = a->am ? a->am + (int64_t)i * a->Tk : NULL;
-	float mx = -INFINITY;
-	for (int t = 0; t < c; t++) {
-		int j = key_at(js, t);
-		if (am) {
-			if (!a->am_int)
-				s[t] += am[j];
-			else if (am[j] != 0.0f)
-				s[t] = -INFINITY;
-		}
-		if (a->kpm) {
-			if (!a->kpm_int)
-				s[t] += a->kpm[j];
-			else if (a->kpm[j] != 0.0f)
-				s[t] = -INFINITY;
-		}
-		if (!js && a->causal && j > i)
-			s[t] = -INFINITY;
-		if (s[t] > mx)
-			mx = s[t];
+	int n = c;
+	if (!js && a->causal && i + 1 < c) {
+		memset(s + i + 1, 0, sizeof(float) * (size_t)(c - i - 1));
+		n = i + 1;
 	}
+	if (a->am) {
+		const float *am = a->am + (int64_t)i * a->Tk;
+		for (int t = 0; t < n; t++) {
+			float m = am[key_at(js, t)];
+			if (!a->am_int)
+				s[t] += m;
+			else if (m != 0.0f)
+				s[t] = -INFINITY;
+		}
+	}
+	if (a->kpm)
+		for (int t = 0; t < n; t++) {
+			float m = a->kpm[key_at(js, t)];
+			if (!a->kpm_int)
+				s[t] += m;
+			else if (m != 0.0f)
+				s[t] = -INFINITY;
+		}
+	float mx = -INFINITY;
+	for (int t = 0; t < n; t++)
+		mx = s[t] > mx ? s[t] : mx;
 	if (mx == -INFINITY) {
-		memset(s, 0, sizeof(float) * (size_t)c);
+		memset(s, 0, sizeof(float) * (size_t)n);
 		return;
 	}
 	double sum = 0.0;
-	for (int t = 0; t < c; t++) {
+	for (int t = 0; t < n; t++) {
 		s[t] = expf(s[t] - mx);
 		sum += s[t];
 	}
 	float inv = (float)(1.0 / sum);
-	for (int t = 0; t < c; t++)
+	for (int t = 0; t < n; t++)
 		s[t] *= inv;
 }
 
