@@ -98,7 +98,7 @@ t_init() {
 }
 check "dlrun init, then infer attention and multihead_attention" t_init
 
-# `window` alone runs banded, in O(T * window) time and memory: 100000
+# `window` alone keeps key lists, O(T * window) time and memory: 100000
 # steps would need 40 GB as a T x T score matrix
 t_long() {
 	cat >"$tmp/long.yaml" <<-YAML
