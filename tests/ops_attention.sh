@@ -4,9 +4,13 @@
 # exactly one 'dlrun: ' line on stderr naming FILE:LINE:COL, nothing on
 # stdout and no output file. Also: `dlrun ops` lists both with their
 # defaults, and `dlrun init` weights run, with kdim / vdim, dconv and
-# relative positions. The PyTorch references are tests/fixtures/attention
-# (tools/gen_attention_fixtures.py, run by tests/fixtures.sh); the gradients
-# are checked by tests/train.sh on tests/data/gradcheck/attention_*.yaml.
+# relative positions; every sparse pattern's planned memory grows as T k
+# (dlrun summary at T = 2048 and 4096) and long sparse unions run; attention
+# dropout is the identity at inference. The PyTorch references are
+# tests/fixtures/attention and tests/fixtures/attention_opts
+# (tools/gen_attention_fixtures.py, tools/gen_attention_opts_fixtures.py,
+# run by tests/fixtures.sh); the gradients are checked by tests/train.sh on
+# tests/data/gradcheck/attention_*.yaml.
 #
 # Environment: see tests/lib.sh.
 
