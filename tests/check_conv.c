@@ -1,6 +1,8 @@
 /* Convolution, pooling, upsampling and normalisation ops: PyTorch parity
  * of forward and gradients on the fixtures of tools/gen_conv_fixtures.py
- * (tests/data/conv/cases.txt), central finite-difference gradient checks
+ * (tests/data/conv/cases.txt) and tools/gen_reduce_fixtures.py
+ * (tests/data/reduce/cases.txt: reductions, adaptive max pools, group and
+ * instance norms), central finite-difference gradient checks
  * on the same cases, output sizes, batch-norm modes and running
  * statistics, default initialisation, the threaded and tiled paths
  * against a naive reference, zero-sample batches, and located errors for
@@ -14,6 +16,7 @@
 
 #include "check_suites.h"
 #include "engine/gemm.h"
+#include "engine/threads.h"
 #include "engine/op.h"
 #include "engine/rng.h"
 #include "io/npy.h"
@@ -25,11 +28,15 @@
 #endif
 #define DATA SRCDIR "/tests/data/conv"
 
+/* the directories whose cases.txt list fixture cases */
+static const char *const data_dirs[] = {DATA, SRCDIR "/tests/data/reduce"};
+
 /* ---- the fixture list ---- */
 
 #define MAX_CASES 256
 
 struct fcase {
+	const char *dir;
 	char name[96];
 	char op[48];
 	int train;
@@ -48,12 +55,12 @@ static void copy_field(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
-static void load_cases(void)
+/* Appends the cases of dir/cases.txt. */
+static void load_dir(const char *dir)
 {
-	if (n_cases >= 0)
-		return;
-	n_cases = 0;
-	FILE *f = fopen(DATA "/cases.txt", "r");
+	char path[512];
+	snprintf(path, sizeof path, "%s/cases.txt", dir);
+	FILE *f = fopen(path, "r");
 	if (!f)
 		return;
 	char line[512];
@@ -67,6 +74,7 @@ static void load_cases(void)
 		if (!p3)
 			continue;
 		*p1 = *p2 = *p3 = '\0';
+		c->dir = dir;
 		copy_field(c->name, sizeof c->name, line);
 		copy_field(c->op, sizeof c->op, p1 + 1);
 		c->train = atoi(p2 + 1);
@@ -76,12 +84,21 @@ static void load_cases(void)
 	fclose(f);
 }
 
-/* Reads DATA/NAME.WHAT.npy; returns 0 when the file does not exist. The
- * caller frees t->data. */
-static int load_npy(const char *name, const char *what, struct dl_tensor *t)
+static void load_cases(void)
+{
+	if (n_cases >= 0)
+		return;
+	n_cases = 0;
+	for (size_t k = 0; k < sizeof data_dirs / sizeof *data_dirs; k++)
+		load_dir(data_dirs[k]);
+}
+
+/* Reads DIR/NAME.WHAT.npy of case c; returns 0 when the file does not
+ * exist. The caller frees t->data. */
+static int load_npy(const struct fcase *c, const char *what, struct dl_tensor *t)
 {
 	char path[512];
-	snprintf(path, sizeof path, DATA "/%s.%s.npy", name, what);
+	snprintf(path, sizeof path, "%s/%s.%s.npy", c->dir, c->name, what);
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return 0;
@@ -205,12 +222,12 @@ static void h_load_case(struct harness *h, const struct fcase *c)
 {
 	struct dl_tensor x, gy, t;
 	struct dl_error err = {0};
-	ck_assert_msg(load_npy(c->name, "x", &x), "%s: no input", c->name);
+	ck_assert_msg(load_npy(c, "x", &x), "%s: no input", c->name);
 	int rc = h_setup(h, c->op, c->hps, &x.shape, c->train, &err);
 	ck_assert_msg(rc == 0, "%s: %s", c->name, err.msg);
 	memcpy(h->x, x.data, (size_t)h->nx * sizeof(float));
 	free(x.data);
-	ck_assert(load_npy(c->name, "gy", &gy));
+	ck_assert(load_npy(c, "gy", &gy));
 	char a[64], b[64];
 	ck_assert_msg(dl_shape_equal(&gy.shape, &h->ys), "%s: output shape %s, PyTorch's %s",
 		      c->name, dl_shape_str(&h->ys, a, sizeof a),
@@ -221,7 +238,7 @@ static void h_load_case(struct harness *h, const struct fcase *c)
 		struct dl_param *p = &h->n.params[i];
 		char what[96];
 		snprintf(what, sizeof what, "p.%s", p->name);
-		ck_assert_msg(load_npy(c->name, what, &t), "%s: no fixture for parameter %s",
+		ck_assert_msg(load_npy(c, what, &t), "%s: no fixture for parameter %s",
 			      c->name, p->name);
 		ck_assert_msg(dl_shape_equal(&t.shape, &p->shape), "%s: %s has shape %s, PyTorch's %s",
 			      c->name, p->name, dl_shape_str(&p->shape, a, sizeof a),
@@ -235,7 +252,7 @@ static void expect_close(const struct fcase *c, const char *what,
 			 const float *got, int64_t n, double tol)
 {
 	struct dl_tensor t;
-	ck_assert_msg(load_npy(c->name, what, &t), "%s: no %s", c->name, what);
+	ck_assert_msg(load_npy(c, what, &t), "%s: no %s", c->name, what);
 	ck_assert_msg(dl_shape_numel(&t.shape) == n, "%s: %s has %lld elements, expected %lld",
 		      c->name, what, (long long)n, (long long)dl_shape_numel(&t.shape));
 	double e = rel_err(got, t.data, n);
@@ -319,10 +336,16 @@ START_TEST(test_gradcheck)
 	const struct fcase *c = &cases[_i];
 	struct harness h;
 	h_load_case(&h, c);
-	/* max pools: the fixture's inputs are 2/numel apart, so a step of
-	 * eps never changes a window's winner; everything else is smooth or
-	 * linear and takes a larger step for less float32 noise */
-	float eps = strncmp(c->op, "max_pool", 8) == 0 ? 2e-4f : 1e-2f;
+	/* max pools and reductions: the fixture's inputs are 2/numel apart,
+	 * so a step of eps never changes a window's winner; everything else
+	 * is smooth or linear and takes a larger step for less float32
+	 * noise. Tied extremes have no derivative: their gradient is only
+	 * compared with PyTorch's. */
+	if (strstr(c->name, "_ties")) {
+		h_free(&h);
+		return;
+	}
+	float eps = strstr(c->op, "max") || strcmp(c->op, "min") == 0 ? 2e-4f : 1e-2f;
 	h_forward(&h);
 	h_backward(&h);
 	/* snapshot the analytic gradients: the FD loop reruns forward */
@@ -623,6 +646,83 @@ START_TEST(test_conv_threads)
 }
 END_TEST
 
+/* Two threads asked for, one or two running (another process holding a
+ * core makes dlrun run fewer): the same bits, forward and backward, so a
+ * training run's result does not depend on the machine's load. */
+START_TEST(test_conv_team_invariant)
+{
+	const char *hps[] = {
+		"out_channels: 16, kernel_size: 3, padding: 1",                /* Winograd */
+		"out_channels: 6, kernel_size: [3, 2], stride: 2, padding: [[1, 0], [2, 1]]",
+		"out_channels: 8, kernel_size: 1",                             /* pointwise */
+		"out_channels: 8, kernel_size: 4, stride: 2, padding: 1",      /* transposed */
+		"out_channels: 96, kernel_size: 3, padding: 1",                /* split GEMM */
+	};
+	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv_transpose2d", "conv2d"};
+	int keep = dl_threads();
+	for (int t = 0; t < 5; t++) {
+		struct harness h[2];
+		int64_t d[4] = {5, 64, 29, 27};
+		struct dl_shape xs = dl_shape_make(4, d);
+		for (int k = 0; k < 2; k++) {
+			struct dl_error err = {0};
+			dl_set_threads(2);
+			dl_threads_pin(k + 1);
+			ck_assert(h_setup(&h[k], ops[t], hps[t], &xs, 0, &err) == 0);
+			struct dl_rng r;
+			dl_rng_seed(&r, 21 + t);
+			for (int64_t i = 0; i < h[k].nx; i++)
+				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int64_t i = 0; i < h[k].ny; i++)
+				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int i = 0; i < h[k].n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
+					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h[k]);
+			h_backward(&h[k]);
+		}
+		ck_assert_msg(memcmp(h[1].y, h[0].y, (size_t)h[0].ny * sizeof(float)) == 0,
+			      "%s {%s}: y", ops[t], hps[t]);
+		ck_assert_msg(memcmp(h[1].dx, h[0].dx, (size_t)h[0].nx * sizeof(float)) == 0,
+			      "%s {%s}: dx", ops[t], hps[t]);
+		for (int i = 0; i < h[0].n.n_params; i++)
+			ck_assert_msg(memcmp(h[1].n.params[i].grad, h[0].n.params[i].grad,
+					     (size_t)dl_shape_numel(&h[0].n.params[i].shape) * sizeof(float)) == 0,
+				      "%s {%s}: d%s", ops[t], hps[t], h[0].n.params[i].name);
+		h_free(&h[0]);
+		h_free(&h[1]);
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
+/* The same for one product large enough to be shared among threads. */
+START_TEST(test_sgemm_team_invariant)
+{
+	int M = 301, N = 257, K = 129;
+	float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+	float *c[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
+	struct dl_rng r;
+	dl_rng_seed(&r, 5);
+	for (int i = 0; i < M * K; i++)
+		a[i] = (float)dl_rng_uniform(&r) - 0.5f;
+	for (int i = 0; i < K * N; i++)
+		b[i] = (float)dl_rng_uniform(&r) - 0.5f;
+	int keep = dl_threads();
+	for (int k = 0; k < 2; k++) {
+		dl_set_threads(2);
+		dl_threads_pin(k + 1);
+		dl_sgemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, c[k], N);
+	}
+	ck_assert(memcmp(c[0], c[1], sizeof(float) * M * N) == 0);
+	dl_set_threads(keep);
+	free(a);
+	free(b);
+	free(c[0]);
+	free(c[1]);
+}
+END_TEST
+
 /* A naive reference in double: a convolution's output y [N, OC, OH, OW]
  * from x [N, C, H, W], w [OC, C/G, kh, kw], b; or, transposed, y from x
  * with w [C, OC/G, kh, kw]. Every (output, tap, input) triple is visited
@@ -786,6 +886,13 @@ START_TEST(test_zero_batch)
 		{"upsample", "scale_factor: 2, mode: bilinear", 4, {0, 3, 6, 6}},
 		{"batch_norm2d", "", 4, {0, 3, 6, 6}},
 		{"layer_norm", "", 3, {0, 3, 6}},
+		{"adaptive_max_pool1d", "output_size: 4", 3, {0, 3, 6}},
+		{"adaptive_max_pool2d", "output_size: [2, 3]", 4, {0, 3, 6, 5}},
+		{"group_norm", "num_groups: 3", 4, {0, 6, 2, 2}},
+		{"instance_norm2d", "affine: true, track_running_stats: true", 4, {0, 3, 6, 6}},
+		{"max", "dim: [1, -1]", 3, {0, 3, 6}},
+		{"argmax", "dim: 2, keepdim: true", 3, {0, 3, 6}},
+		{"drop_path", "p: 0.5", 3, {0, 3, 6}},
 	};
 	int keep = dl_threads();
 	dl_set_threads(2);
@@ -914,6 +1021,8 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_param_init);
 	tcase_add_test(tc, test_conv_batch_consistency);
 	tcase_add_test(tc, test_conv_threads);
+	tcase_add_test(tc, test_conv_team_invariant);
+	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_zero_batch);
 	tcase_add_test(tc, test_errors);

@@ -7,8 +7,7 @@
 #include "config.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
-
-static int op_threads = 1;
+#include "engine/threads.h"
 
 /* Products below this many multiply-adds (about 0.3 ms of one core's
  * work) run on one thread: splitting them saves little, and waking an
@@ -32,6 +31,13 @@ static void sgemm1(int ta, int tb, int M, int N, int K, float alpha,
  * threads and OpenMP's (which spin for a while after every parallel
  * region) fight over the cores, and a product can wait a whole scheduler
  * tick (4 ms) for a core. */
+static int whole;
+
+void dl_sgemm_whole(int on)
+{
+	whole = on;
+}
+
 void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 	      const float *A, int lda, const float *B, int ldb, float beta,
 	      float *C, int ldc)
@@ -39,8 +45,10 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 	if (M <= 0 || N <= 0)
 		return;
 #ifdef _OPENMP
-	int T = op_threads;
-	if (T > 1 && K > 0 && !omp_in_parallel() &&
+	/* the blocks follow the thread count asked for, so the result's bits
+	 * do not change when fewer threads run them (src/engine/threads.c) */
+	int T = dl_threads();
+	if (T > 1 && K > 0 && !whole && !omp_in_parallel() &&
 	    (long)M * N * K >= SPLIT_MACS && (M >= 2 * T || N >= 2 * T)) {
 		int by_rows = M >= N;
 		int len = by_rows ? M : N;
@@ -48,7 +56,8 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 		/* keep blocks a multiple of 16 rows or columns (BLAS panels) */
 		step = (step + 15) / 16 * 16;
 		int blocks = (len + step - 1) / step;
-#pragma omp parallel for num_threads(T) schedule(static)
+		int team = dl_threads_used() < blocks ? dl_threads_used() : blocks;
+#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
 		for (int b = 0; b < blocks; b++) {
 			int lo = b * step, n = len - lo < step ? len - lo : step;
 			if (by_rows)
@@ -88,28 +97,4 @@ void dl_sgemm_ref(int ta, int tb, int M, int N, int K, float alpha,
 			float *c = &C[(long)i * ldc + j];
 			*c = (float)(alpha * acc + (beta == 0.0f ? 0.0 : (double)beta * *c));
 		}
-}
-
-void dl_set_threads(int n)
-{
-	if (n <= 0) {
-#ifdef _OPENMP
-		n = omp_get_num_procs();
-#else
-		n = 1;
-#endif
-	}
-	op_threads = n;
-#ifdef _OPENMP
-	omp_set_num_threads(n);
-#endif
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
-	/* dl_sgemm shares products among OpenMP's threads instead */
-	openblas_set_num_threads(1);
-#endif
-}
-
-int dl_threads(void)
-{
-	return op_threads;
 }

@@ -9,11 +9,12 @@
 void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 	      const float *A, int lda, const float *B, int ldb, float beta,
 	      float *C, int ldc);
+/* While on, dl_sgemm never shares one product among threads: for callers
+ * whose loop already shares its units among them (set and cleared by the
+ * caller outside its parallel region). */
+void dl_sgemm_whole(int on);
 void dl_sgemm_ref(int ta, int tb, int M, int N, int K, float alpha,
 		  const float *A, int lda, const float *B, int ldb, float beta,
 		  float *C, int ldc);
-
-/* Sets BLAS and op threads (<= 0: all cores). */
-void dl_set_threads(int n);
 
 #endif

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/threads.h"
 #include "ops/spatial.h"
 
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
@@ -474,6 +475,9 @@ static void depthwise_backward(float *dx, float *dw, float *db,
  * fewer units than threads the units run in turn, BLAS threaded. */
 static int blas_serial_begin(int nt)
 {
+	/* the units are shared among the threads: each product runs whole,
+	 * whatever the team's size, so its bits do not change with it */
+	dl_sgemm_whole(nt > 1);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 	if (nt > 1) {
 		int t = openblas_get_num_threads();
@@ -488,6 +492,7 @@ static int blas_serial_begin(int nt)
 
 static void blas_serial_end(int saved)
 {
+	dl_sgemm_whole(0);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 	if (saved != 1)
 		openblas_set_num_threads(saved);
@@ -502,6 +507,14 @@ static int thread_id(void)
 #else
 	return 0;
 #endif
+}
+
+/* OS threads for a loop planned for nt slots: fewer while another process
+ * holds a core (src/engine/threads.c); the work's partition stays nt's. */
+static int team_of(int nt)
+{
+	int t = dl_threads_used();
+	return t < nt ? t : nt;
 }
 
 /* Floats of im2col columns per tile: a tile of grid rows whose columns
@@ -624,7 +637,7 @@ static int threads_for(const struct dl_node *n, const struct geom *g)
  * 1/2 -1/2 1/2; 0 0 1]: w [OC, Cg, 3, 3], U [16, OC, Cg]. */
 static void wino_weights(float *U, const float *w, int64_t OC, int64_t Cg, int nt)
 {
-	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t oc = 0; oc < OC; oc++)
 		for (int64_t c = 0; c < Cg; c++) {
 			const float *k = w + (oc * Cg + c) * 9;
@@ -764,7 +777,7 @@ static void wino_forward(float *y, const float *x, const float *w,
 	if (units < nt)
 		nt = (int)units;
 	int saved = blas_serial_begin(nt);
-	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
 		int64_t nn = u / (g->G * blocks), gi = u / blocks % g->G, bl = u % blocks;
 		int64_t th0 = bl * p.rows, th1 = th0 + p.rows < p.TH ? th0 + p.rows : p.TH;
@@ -800,7 +813,7 @@ DL_CLONES static void add_bias_rows(float *y, const float *b, int64_t OCg, int64
 static void bias_backward(float *db, const float *dy, int64_t N, int64_t OC,
 			  int64_t P, int nt)
 {
-	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N * OC * P > 65536)
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1 && N * OC * P > 65536)
 	for (int64_t oc = 0; oc < OC; oc++) {
 		double acc = 0.0;
 		for (int64_t nn = 0; nn < N; nn++) {
@@ -818,7 +831,7 @@ static void bias_backward(float *db, const float *dy, int64_t N, int64_t OC,
 static void reduce_partials(float *dw, const float *part, int64_t slot,
 			    int64_t off, int64_t size, int used, int nt)
 {
-	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && size * used > 65536)
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1 && size * used > 65536)
 	for (int64_t k = 0; k < size; k++) {
 		float s = 0.0f;
 		for (int t = 0; t < used; t++)
@@ -850,7 +863,7 @@ static void conv_forward(float *y, const float *x, const float *w,
 		return;
 	struct win wn = conv_win(g);
 	int saved = blas_serial_begin(nt);
-	#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
 		int64_t nn = u / (g->G * tiles), gi = u / tiles % g->G, t = u % tiles;
 		int64_t oh0 = t * rows, oh1 = oh0 + rows < g->OH ? oh0 + rows : g->OH;
@@ -896,10 +909,14 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 		for (int t = 0; t < used; t++)
 			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
 	int saved = par ? blas_serial_begin(nt) : 1;
-	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-	for (int64_t u = 0; u < units; u++) {
+	int team = par ? team_of(nt) : 1;
+	/* slot s takes a fixed run of units, whatever the team's size, so the
+	 * partial sums (and the result's bits) do not depend on it */
+	#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+	for (int s = 0; s < used; s++)
+	for (int64_t u = units * s / used; u < units * (s + 1) / used; u++) {
 		int64_t nn = u / g->G, gi = u % g->G;
-		float *col = ws + (par ? thread_id() : 0) * slot;
+		float *col = ws + s * slot;
 		const float *xg = x + (nn * g->C + gi * Cg) * HW;
 		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
 		const float *wg = w + gi * OCg * K;
@@ -952,7 +969,7 @@ static void convt_forward(float *y, const float *x, const float *w,
 	int par = nt > 1 && units >= nt;
 	struct win wn = convt_win(g);
 	int saved = par ? blas_serial_begin(nt) : 1;
-	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (par)
 	for (int64_t u = 0; u < units; u++) {
 		int64_t nn = u / g->G, gi = u % g->G;
 		const float *xg = x + (nn * g->C + gi * Cg) * HW;
@@ -999,10 +1016,13 @@ static void convt_backward(float *dx, float *dw, float *db, const float *dy,
 		for (int t = 0; t < used; t++)
 			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
 	int saved = par ? blas_serial_begin(nt) : 1;
-	#pragma omp parallel for schedule(static) num_threads(nt) if (par)
-	for (int64_t u = 0; u < units; u++) {
+	int team = par ? team_of(nt) : 1;
+	/* fixed runs of units per slot, as in conv_backward */
+	#pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
+	for (int s = 0; s < used; s++)
+	for (int64_t u = units * s / used; u < units * (s + 1) / used; u++) {
 		int64_t nn = u / g->G, gi = u % g->G;
-		float *col = ws + (par ? thread_id() : 0) * slot;
+		float *col = ws + s * slot;
 		const float *xg = x + (nn * g->C + gi * Cg) * HW;
 		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
 		float *dwg = !dw ? NULL : par ? col + part_off + gi * Cg * K : dw + gi * Cg * K;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "engine/gemm.h"
+#include "engine/threads.h"
 #include "model/yamlutil.h"
 #include "verbs/verbs.h"
 

@@ -1,0 +1,191 @@
+/* Thread control: the thread count the user asked for, and the count the
+ * op loops really use, which drops to one while another process holds a
+ * core and comes back when the core is free again.
+ *
+ * Why: an OpenMP parallel region ends in a barrier. When another process
+ * keeps one of our cores busy, our worker gets that core only in the
+ * scheduler's slices, and every region waits for it: a scheduler tick per
+ * op (digits-cnn training took 25x its one-thread time). No split of the
+ * work fixes a barrier on a descheduled thread, so dlrun measures instead:
+ * the kernel counts, per thread, the time it spent runnable but waiting for
+ * a CPU (/proc/self/task/TID/schedstat, second field). When the workers
+ * waited for a CPU for more than WAIT_FRACTION of the wall time since the
+ * last look, the loops run on one thread; after a back-off they try all
+ * threads again for one measuring window. Without schedstat (a kernel
+ * without CONFIG_SCHED_INFO) the count stays what was asked for. */
+#include <cblas.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "config.h"
+#include "engine/op.h"
+#include "engine/threads.h"
+
+#define MAX_WORKERS 256
+/* A window shorter than this says little: look again later. */
+#define WINDOW_NS 5000000LL          /* 5 ms */
+/* Workers waiting for a CPU more than this share of the window: a core is
+ * taken. An idle machine measures below 1%. */
+#define WAIT_FRACTION 0.10
+/* How long to stay on one thread before trying all again; doubled while
+ * the core stays taken, up to BACKOFF_MAX. */
+#define BACKOFF_MIN_NS 250000000LL   /* 0.25 s */
+#define BACKOFF_MAX_NS 4000000000LL  /* 4 s */
+
+static struct {
+	int asked;          /* --threads, resolved: what plans size for */
+	int used;           /* what the op loops use now */
+	int adapt;          /* schedstat readable and asked > 1 */
+	int n_tid;
+	int tid[MAX_WORKERS];  /* the team's thread ids, the caller's first */
+	int64_t t0;         /* start of the measuring window */
+	int64_t wait0;      /* the workers' summed wait at t0 */
+	int64_t until;      /* on one thread until this time */
+	int64_t backoff;
+} T = {.asked = 1, .used = 1};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Nanoseconds thread tid has spent runnable but not running, or -1. */
+static int64_t wait_ns(int tid)
+{
+	char path[64], buf[128];
+	snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t k = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (k <= 0)
+		return -1;
+	buf[k] = '\0';
+	long long run, wait;
+	if (sscanf(buf, "%lld %lld", &run, &wait) != 2)
+		return -1;
+	return wait;
+}
+
+static int64_t workers_wait(void)
+{
+	int64_t s = 0;
+	for (int i = 0; i < T.n_tid; i++) {
+		int64_t w = wait_ns(T.tid[i]);
+		if (w < 0)
+			return -1;
+		s += w;
+	}
+	return s;
+}
+
+static void set_used(int n)
+{
+	T.used = n;
+#ifdef _OPENMP
+	omp_set_num_threads(n);
+#endif
+}
+
+/* Runs one region on all threads to learn the workers' ids (libgomp keeps
+ * its threads between regions) and starts a measuring window. */
+static void start_window(void)
+{
+	set_used(T.asked);
+	T.n_tid = 0;
+#ifdef _OPENMP
+	int tids[MAX_WORKERS] = {0};
+	int n = T.asked < MAX_WORKERS ? T.asked : MAX_WORKERS;
+#pragma omp parallel num_threads(n)
+	{
+		int me = omp_get_thread_num();
+		if (me < n)
+			tids[me] = (int)syscall(SYS_gettid);
+	}
+	for (int i = 0; i < n; i++)
+		if (tids[i] > 0)
+			T.tid[T.n_tid++] = tids[i];
+#endif
+	T.wait0 = workers_wait();
+	T.t0 = now_ns();
+	if (T.wait0 < 0)
+		T.adapt = 0;
+}
+
+void dl_set_threads(int n)
+{
+	if (n <= 0) {
+#ifdef _OPENMP
+		n = omp_get_num_procs();
+#else
+		n = 1;
+#endif
+	}
+	T.asked = n;
+	T.adapt = n > 1;
+	T.until = 0;
+	T.backoff = BACKOFF_MIN_NS;
+	set_used(n);
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+	/* dl_sgemm shares products among OpenMP's threads instead */
+	openblas_set_num_threads(1);
+#endif
+	if (T.adapt)
+		start_window();
+}
+
+int dl_threads(void)
+{
+	return T.asked;
+}
+
+int dl_threads_used(void)
+{
+	return T.used;
+}
+
+void dl_threads_check(void)
+{
+	if (!T.adapt)
+		return;
+	int64_t t = now_ns();
+	if (T.used == 1) {
+		if (t >= T.until)
+			start_window();
+		return;
+	}
+	if (t - T.t0 < WINDOW_NS)
+		return;
+	int64_t w = workers_wait();
+	if (w < 0) {
+		T.adapt = 0;
+		return;
+	}
+	int taken = (double)(w - T.wait0) > WAIT_FRACTION * (double)(t - T.t0);
+	if (taken) {
+		set_used(1);
+		T.until = t + T.backoff;
+		if (T.backoff < BACKOFF_MAX_NS)
+			T.backoff *= 2;
+	} else {
+		T.backoff = BACKOFF_MIN_NS;
+	}
+	T.wait0 = w;
+	T.t0 = t;
+}
+
+void dl_threads_pin(int n)
+{
+	T.adapt = 0;
+	set_used(n < 1 ? 1 : n > T.asked ? T.asked : n);
+}
