@@ -3,8 +3,9 @@
 attention options of `attention` and `multihead_attention`
 (tests/fixtures.sh runs them): an attn_mask input (int: nonzero = masked;
 float: added to the scores; per sample or batch 1), a key_padding_mask
-input [N, S], per-head 4-D inputs [N, H, T, d], block_size patterns and
-Shaw's relative values.
+input [N, S] (nonzero = padding, also as a float input of 0/1 flags),
+per-head 4-D inputs [N, H, T, d], block_size patterns and Shaw's relative
+values.
 
 Each case directory holds model.yaml, model.safetensors (keys under the
 entry's scope, `0.`), in.npy (the model inputs back to back in `inputs:`
@@ -103,8 +104,9 @@ def rel_idx(Tq, Tk, K):
 
 
 def ref_core(q, k, v, hp, params, am=None, am_int=False, kpm=None,
-             kpm_int=False, score="scaled_dot"):
-    """q [N, (H,) Tq, d], k, v likewise; am [N or 1, Tq, Tk]; kpm [N, Tk]"""
+             score="scaled_dot"):
+    """q [N, (H,) Tq, d], k, v likewise; am [N or 1, Tq, Tk]; kpm [N, Tk],
+    nonzero = padding"""
     Tq, Tk, d = q.shape[-2], k.shape[-2], q.shape[-1]
     four = q.dim() == 4
     if score == "bilinear":
@@ -126,10 +128,7 @@ def ref_core(q, k, v, hp, params, am=None, am_int=False, kpm=None,
             s = s + a
     if kpm is not None:
         kk = kpm[:, None, None, :] if four else kpm[:, None, :]
-        if kpm_int:
-            ok &= ~(kk != 0)
-        else:
-            s = s + kk
+        ok &= ~(kk != 0)
     assert ok.any(-1).all(), "a query with no allowed key"
     p = torch.softmax(s.masked_fill(~ok, float("-inf")), dim=-1)
     o = p @ v
@@ -139,7 +138,7 @@ def ref_core(q, k, v, hp, params, am=None, am_int=False, kpm=None,
     return o
 
 
-def torch_mask(Tq, Tk, hp, am, am_int, kpm, kpm_int, four):
+def torch_mask(Tq, Tk, hp, am, am_int, kpm, four):
     """The combined additive mask for F.scaled_dot_product_attention"""
     m = torch.zeros(Tq, Tk, dtype=torch.float64)
     m = m.masked_fill(~torch.from_numpy(allowed(Tq, Tk, hp)), float("-inf"))
@@ -149,7 +148,7 @@ def torch_mask(Tq, Tk, hp, am, am_int, kpm, kpm_int, four):
         m = m + (a.unsqueeze(1) if four else a)
     if kpm is not None:
         kk = torch.zeros_like(kpm, dtype=torch.float64).masked_fill(
-            kpm != 0, float("-inf")) if kpm_int else kpm
+            kpm != 0, float("-inf"))
         m = m + (kk[:, None, None, :] if four else kk[:, None, :])
     return m
 
@@ -195,14 +194,14 @@ def write_case(name, text, params, inputs, out, rtol=None):
 
 
 def int_mask(g, shape, p=0.3):
-    """0/1 int64 mask, about p masked, never a whole last-dim row"""
+    """0/1 int64 mask, about p masked, never the first key"""
     u = torch.rand(*shape, generator=g.g, dtype=torch.float64)
     m = (u < p).long()
     m[..., 0] = 0
     return m
 
 
-def repair(hp, Tq, Tk, N, A, am_int, P, kpm_int):
+def repair(hp, Tq, Tk, N, A, am_int, P):
     """Unmasks the first pattern key of any query that the int masks leave
     with no key (PyTorch gives NaN there; dlrun gives zeros)"""
     pat = allowed(Tq, Tk, hp)
@@ -211,13 +210,13 @@ def repair(hp, Tq, Tk, N, A, am_int, P, kpm_int):
             ok = pat[i].copy()
             if A is not None and am_int:
                 ok &= (A[n if A.shape[0] > 1 else 0, i] == 0).numpy()
-            if P is not None and kpm_int:
+            if P is not None:
                 ok &= (P[n] == 0).numpy()
             if not ok.any():
                 j = int(np.argmax(pat[i]))
                 if A is not None and am_int:
                     A[n if A.shape[0] > 1 else 0, i, j] = 0
-                if P is not None and kpm_int:
+                if P is not None:
                     P[n, j] = 0
 
 
@@ -251,13 +250,11 @@ def att_case(name, N, Tq, Tk, d, dv, form, H=None, am=None, am_b1=False,
     if kpm == "int":
         P = int_mask(g, (N, Tk), 0.4)
     elif kpm == "float":
-        P = g.randn(N, Tk)
-    repair(hp, Tq, Tk, N, A, am == "int", P, kpm == "int")
-    y = ref_core(q, k, v, hp, params, A, am == "int", P, kpm == "int",
-                 score)
+        P = int_mask(g, (N, Tk), 0.4).double()
+    repair(hp, Tq, Tk, N, A, am == "int", P)
+    y = ref_core(q, k, v, hp, params, A, am == "int", P, score)
     if score == "scaled_dot" and not K:
-        m = torch_mask(Tq, Tk, hp, A, am == "int", P, kpm == "int",
-                       H is not None)
+        m = torch_mask(Tq, Tk, hp, A, am == "int", P, H is not None)
         # torch 1.13 names it _scaled_dot_product_attention (a tuple)
         yt = F._scaled_dot_product_attention(q, k, v, m, 0.0, False,
                                              False)[0]
@@ -309,7 +306,7 @@ def ref_mha(q, k, v, params, hp, H, am, am_int, kpm):
     Qh = Q.view(N, Tq, H, d).transpose(1, 2)
     Kh = K_.view(N, Tk, H, d).transpose(1, 2)
     Vh = V.view(N, Tk, H, d).transpose(1, 2)
-    o = ref_core(Qh, Kh, Vh, hp, params, am, am_int, kpm, True)
+    o = ref_core(Qh, Kh, Vh, hp, params, am, am_int, kpm)
     o = o.transpose(1, 2).reshape(N, Tq, E)
     return o @ params["out_proj.weight"].T + params["out_proj.bias"]
 
@@ -342,7 +339,7 @@ def mha_case(name, N, Tq, Tk, E, H, form, kd=None, am=None, am_b1=False,
     elif am == "float":
         A = g.randn(1 if am_b1 else N, Tq, Tk)
     P = int_mask(g, (N, Tk), 0.4) if kpm else None
-    repair(hp, Tq, Tk, N, A, am == "int", P, True)
+    repair(hp, Tq, Tk, N, A, am == "int", P)
     y = ref_mha(q, k, v, params, hp, H, A, am == "int", P)
     if not K:
         m = torch.zeros(Tq, Tk, dtype=torch.float64).masked_fill(

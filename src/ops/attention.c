@@ -13,7 +13,9 @@
  * batch-1 mask for every sample; a `dtype: int` model input masks where
  * nonzero, any other is added to the scores); a last input of rank 2
  * ([N, Tk]: one per-sample dimension, where q, k and v have two or three)
- * is the key_padding_mask (likewise: int = nonzero pads, float added). */
+ * is the key_padding_mask (nonzero = padding, PyTorch's boolean mask,
+ * whatever the input's dtype: a float 0/1 mask from inside a composite
+ * reads the same). */
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -195,7 +197,7 @@ static void set_masks(struct att *a, const struct dl_node *n,
 		      float *const *din)
 {
 	a->am = a->kpm = NULL;
-	a->dam = a->dkpm = NULL;
+	a->dam = NULL;
 	if (r->am >= 0) {
 		const struct dl_tensor *m = &in[r->am];
 		int64_t off = m->shape.d[0] == 1 ? 0
@@ -210,9 +212,6 @@ static void set_masks(struct att *a, const struct dl_node *n,
 		int64_t off = m->shape.d[0] == 1 ? 0
 			      : (int64_t)b * m->shape.d[1];
 		a->kpm = m->data + off;
-		a->kpm_int = (int)(n->in_int >> r->kpm & 1u);
-		if (din && din[r->kpm] && !a->kpm_int)
-			a->dkpm = din[r->kpm] + off;
 	}
 }
 

@@ -39,9 +39,7 @@ struct att {
 	const float *am;         /* attn_mask [Tq, Tk] */
 	int am_int;              /* nonzero = masked (else added) */
 	float *dam;              /* gradient of a float attn_mask */
-	const float *kpm;        /* key_padding_mask [Tk] */
-	int kpm_int;
-	float *dkpm;
+	const float *kpm;        /* key_padding_mask [Tk]: nonzero = padding */
 
 	/* Set by att_prepare: sparse patterns use key lists, row i's keys
 	 * idx[rowptr[i] .. rowptr[i + 1]); cells = the score cells of one
@@ -76,7 +74,8 @@ void att_slice_fwd(const struct att *a, const float *q, int ldq,
 		   int ldo, const struct att_ws *w, unsigned char *keep,
 		   struct dl_rng *rng, double p);
 /* Adds the gradients of one slice given go = dL/do: dq, dk, dvv (NULL: not
- * needed), the score's and relative tables' parameters, a float mask's. */
+ * needed), the score's and relative tables' parameters, a float
+ * attn_mask's. */
 void att_slice_bwd(const struct att *a, const float *q, int ldq,
 		   const float *k, int ldk, const float *v, int ldv,
 		   const float *go, int ldgo, float *dq, int lddq, float *dk,

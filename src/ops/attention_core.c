@@ -365,7 +365,8 @@ static void sparse_scores(const struct att *a, const float *q, int ldq,
 /* ---- softmax with the masks ---- */
 
 /* Row i's scores s[c] (keys js, NULL: all Tk) -> probabilities, with the
- * attn_mask, key padding and (dense rows) causal mask; masked keys and
+ * attn_mask, key padding (nonzero = padding, whatever the input's dtype)
+ * and (dense rows) causal mask; masked keys and
  * -inf scores get 0, a row with no allowed key becomes zeros. Each mask is
  * its own loop, so the common unmasked row is three plain loops. */
 static void row_softmax(const struct att *a, int i, const int *js, int c,
@@ -387,13 +388,9 @@ static void row_softmax(const struct att *a, int i, const int *js, int c,
 		}
 	}
 	if (a->kpm)
-		for (int t = 0; t < n; t++) {
-			float m = a->kpm[key_at(js, t)];
-			if (!a->kpm_int)
-				s[t] += m;
-			else if (m != 0.0f)
+		for (int t = 0; t < n; t++)
+			if (a->kpm[key_at(js, t)] != 0.0f)
 				s[t] = -INFINITY;
-		}
 	float mx = -INFINITY;
 	for (int t = 0; t < n; t++)
 		mx = s[t] > mx ? s[t] : mx;
@@ -656,9 +653,6 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 			for (int t = 0; t < c; t++)
 				dm[key_at(js, t)] += g[t];
 		}
-		if (a->dkpm)
-			for (int t = 0; t < c; t++)
-				a->dkpm[key_at(js, t)] += g[t];
 	}
 	if (a->score == SC_ADDITIVE) {
 		int ld = a->dq + a->dk;
