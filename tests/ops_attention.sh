@@ -4,9 +4,13 @@
 # exactly one 'dlrun: ' line on stderr naming FILE:LINE:COL, nothing on
 # stdout and no output file. Also: `dlrun ops` lists both with their
 # defaults, and `dlrun init` weights run, with kdim / vdim, dconv and
-# relative positions. The PyTorch references are tests/fixtures/attention
-# (tools/gen_attention_fixtures.py, run by tests/fixtures.sh); the gradients
-# are checked by tests/train.sh on tests/data/gradcheck/attention_*.yaml.
+# relative positions; every sparse pattern's planned memory grows as T k
+# (dlrun summary at T = 2048 and 4096) and long sparse unions run; attention
+# dropout is the identity at inference. The PyTorch references are
+# tests/fixtures/attention and tests/fixtures/attention_opts
+# (tools/gen_attention_fixtures.py, tools/gen_attention_opts_fixtures.py,
+# run by tests/fixtures.sh); the gradients are checked by tests/train.sh on
+# tests/data/gradcheck/attention_*.yaml.
 #
 # Environment: see tests/lib.sh.
 
@@ -47,6 +51,14 @@ bad attention_qk_size.yaml 6:5: "a dot-product score needs equal ones"
 bad attention_fixed_summary.yaml 5:7: "fixed_summary is 3 but a fixed block has only 2 cells"
 bad attention_rank.yaml 4:5: "attention needs sequences [N, T, D]"
 bad attention_embed_dim.yaml 4:41: "embed_dim is 8 but the queries have 6 features"
+bad attention_mask_shape.yaml 7:5: "the attn_mask (input 4) has shape [1, 5, 6]; it must be [N, 5, 7]"
+bad attention_kpm_shape.yaml 6:5: "the key_padding_mask (input 2) has shape [1, 4]; it must be [N, 5]"
+bad attention_block_no_pattern.yaml 4:42: "block_size applies to the window, global_tokens and random_keys patterns"
+bad attention_relv_no_relpos.yaml 5:7: "relative_values needs relative_positions"
+bad attention_dropout.yaml 4:17: "dropout is 1.5; a probability is between 0 and 1"
+bad attention_4d_heads.yaml 6:5: "have different numbers of heads"
+bad attention_4d_mha.yaml 4:5: "attention needs sequences [N, T, D]"
+bad attention_too_many.yaml 5:5: "5 inputs: attention takes q, k, v, an attn_mask [N, T, S] and a key_padding_mask [N, S]"
 
 # `dlrun ops` prints the defaults the man page documents
 t_ops() {
@@ -54,6 +66,7 @@ t_ops() {
 	expect_rc 0
 	expect_stdout_has "attention score=scaled_dot attention_size=none causal=false window=none dilation=1 global_tokens=0 random_keys=0 seed=0 stride=none fixed=none fixed_summary=1 relative_positions=0"
 	expect_stdout_has "multihead_attention embed_dim=inferred num_heads dropout=0.0 bias=true kdim=inferred vdim=inferred batch_first=true dconv=0 causal=false window=none"
+	expect_stdout_has "relative_positions=0 block_size=none relative_values=false dropout=0.0"
 }
 check "dlrun ops lists attention and multihead_attention" t_ops
 
@@ -89,7 +102,7 @@ t_init() {
 }
 check "dlrun init, then infer attention and multihead_attention" t_init
 
-# `window` alone runs banded, in O(T * window) time and memory: 100000
+# `window` alone keeps key lists, O(T * window) time and memory: 100000
 # steps would need 40 GB as a T x T score matrix
 t_long() {
 	cat >"$tmp/long.yaml" <<-YAML
@@ -110,5 +123,101 @@ t_long() {
 	[ "$cols" = 400000 ] || fail "the row has $cols values, expected 400000"
 }
 check "window alone: 100000 steps without a T x T matrix" t_long
+
+# every sparse pattern keeps key lists, O(T k) for k keys per query: the
+# planned bytes (dlrun summary --json peak_bytes: weights, activations and
+# scratch) of a model at T = 4096 are at most 2.1 times those at T = 2048
+# (a T x T score matrix would make them 4 times), and far below one T x T
+# matrix per head. Stride and fixed patterns of length l have k = 2 l + T / l
+# keys per query, which grows with T: 2.6 times there.
+peak_bytes() {
+	sed -n 's/.*"peak_bytes":\([0-9]*\).*/\1/p' "$tmp/stdout"
+}
+t_linear() {
+	for T in 2048 4096; do
+		cat >"$tmp/lin$T.yaml" <<-YAML
+		inputs:
+		  x: {shape: [$T, 8]}
+		layers:
+		  - name: h
+		    linear: {out_features: 8}
+		  - name: a1
+		    in: h
+		    multihead_attention: {num_heads: 2, $1}
+		  - name: a2
+		    in: h
+		    attention: {$1}
+		  - name: a3
+		    in: h
+		    attention: {dropout: 0.1, $1}
+		  - in: [a1, a2, a3]
+		    add: {}
+		YAML
+		run_dlrun summary "$tmp/lin$T.yaml" --json
+		expect_rc 0 || return 1
+		eval "p$T=\$(peak_bytes)"
+	done
+	[ -n "$p2048" ] && [ -n "$p4096" ] || fail "no peak_bytes in the summary"
+	# shellcheck disable=SC2154
+	[ "$((p4096 * 10))" -le "$((p2048 * $2))" ] ||
+		fail "peak bytes $p2048 at T=2048, $p4096 at T=4096: not linear"
+	[ "$p4096" -lt $((4096 * 4096 * 4)) ] ||
+		fail "peak bytes $p4096 at T=4096: a T x T matrix"
+}
+for pat in "window: 3, dilation: 2" "window: 2, causal: true" \
+	"global_tokens: 2, window: 1" "random_keys: 3, seed: 1" \
+	"window: 1, block_size: 4" \
+	"window: 0, global_tokens: 1, random_keys: 2, block_size: 8, causal: true" \
+	"window: 2, relative_positions: 2, relative_values: true"; do
+	check "memory linear in T: $pat" t_linear "$pat" 21
+done
+for pat in "stride: 64" "fixed: 64, fixed_summary: 1" \
+	"window: 1, stride: 64, fixed: 64, global_tokens: 1, random_keys: 1, relative_positions: 2, relative_values: true"; do
+	check "memory O(T (2 l + T / l)) in T: $pat" t_linear "$pat" 26
+done
+
+# a union of patterns over blocks on 60000 steps, with a key padding mask:
+# no T x T matrix (14 GB), in inference and in a training step
+t_long_union() {
+	cat >"$tmp/lu.yaml" <<-YAML
+	inputs:
+	  x: {shape: [60000, 4]}
+	  pad: {shape: [60000], dtype: int}
+	layers:
+	  - in: [x, pad]
+	    multihead_attention: {num_heads: 2, window: 1, global_tokens: 1, random_keys: 1, block_size: 8, stride: 300, causal: true}
+	  - attention: {fixed: 50, relative_positions: 3, relative_values: true}
+	YAML
+	awk 'BEGIN { for (i = 0; i < 240000; i++)
+		printf "%s%d", (i ? " " : ""), i % 7 - 3; print "" }' >"$tmp/lu.txt"
+	awk 'BEGIN { for (i = 0; i < 60000; i++)
+		printf "%s%d", (i ? " " : ""), i % 5 == 4; print "" }' >"$tmp/lp.txt"
+	run_dlrun init "$tmp/lu.yaml" -o "$tmp/lu.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun infer "$tmp/lu.yaml" -w "$tmp/lu.safetensors" \
+		--format text -i "x=$tmp/lu.txt" -i "pad=$tmp/lp.txt"
+	expect_rc 0 || return 1
+	cols=$(awk '{ print NF }' "$tmp/stdout")
+	[ "$cols" = 240000 ] || fail "the row has $cols values, expected 240000"
+}
+check "sparse union over blocks: 60000 steps without a T x T matrix" t_long_union
+
+# attention dropout is the identity at inference
+t_dropout_infer() {
+	cat >"$tmp/d0.yaml" <<-YAML
+	inputs:
+	  x: {shape: [5, 6]}
+	layers:
+	  - attention: {causal: true}
+	YAML
+	sed 's/causal: true/causal: true, dropout: 0.5/' "$tmp/d0.yaml" >"$tmp/d1.yaml"
+	run_dlrun infer "$tmp/d0.yaml" <"$tmp/x.npy"
+	expect_rc 0 || return 1
+	cp "$tmp/stdout" "$tmp/y0.txt"
+	run_dlrun infer "$tmp/d1.yaml" <"$tmp/x.npy"
+	expect_rc 0 || return 1
+	cmp -s "$tmp/stdout" "$tmp/y0.txt" || fail "dropout changed the inference output"
+}
+check "attention dropout: identity at inference" t_dropout_infer
 
 done_testing

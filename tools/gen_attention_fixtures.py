@@ -13,7 +13,7 @@ op's scores, relative positions and dconv use the hand-written reference
 below, itself checked against nn.MultiheadAttention where both apply.
 
 The sparse-pattern masks and BigBird's random keys follow
-src/ops/attention.c: random keys are min(r, Tk) distinct keys per query
+src/ops/attention_core.c: random keys are min(r, Tk) distinct keys per query
 drawn with splitmix64 from the state seed * 0x9E3779B97F4A7C15 +
 i * 0xD1B54A32D192ED03 (mod 2^64), as `next % Tk`, redrawn on repeats.
 
@@ -327,7 +327,7 @@ def main():
     attention_case("att_random", 2, 9, 9, 4, 4, 4, 1, random_keys=3, seed=7)
     attention_case("att_union", 2, 13, 13, 4, 4, 4, 1, window=1, stride=5,
                    fixed=4, global_tokens=1, random_keys=2, seed=3)
-    # window alone runs banded (O(T * window)): with dilation, causal,
+    # window alone on key lists (O(T * window)): with dilation, causal,
     # cross, relative positions
     attention_case("att_window_kv_relpos", 2, 6, 9, 4, 4, 5, 3, window=1,
                    relative_positions=2)

@@ -247,8 +247,13 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 			ins = t;
 			ins_cap = n->n_in;
 		}
-		for (int k = 0; k < n->n_in; k++)
+		n->in_int = 0;
+		for (int k = 0; k < n->n_in; k++) {
 			ins[k] = g->values[n->in[k]].shape;
+			if (g->inputs && n->in[k] < g->n_inputs && k < 32 &&
+			    g->inputs[n->in[k]].is_int)
+				n->in_int |= 1u << k;
+		}
 		int before = n->n_params;
 		struct dl_shape out[DL_MAX_OUT];
 		memset(out, 0, sizeof out);

@@ -127,6 +127,8 @@ struct dl_node {
 	int out;                   /* value id of the output (the first one) */
 	int n_out;                 /* outputs: values out .. out + n_out - 1
 	                            * (op->n_outputs; 0 is read as 1) */
+	unsigned in_int;           /* bit k: input k is a `dtype: int` model
+	                            * input (set by shape inference) */
 
 	/* Set by the op's infer; infer runs again whenever input shapes
 	 * change, so it must be idempotent. */

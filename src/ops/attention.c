@@ -1,17 +1,21 @@
-/* Attention: the book's `attention` operator (scaled-dot, dot, bilinear and
- * additive scores) and PyTorch's nn.MultiheadAttention (batch first), with
- * the shared masks (causal; window/dilation, global tokens, random keys,
- * strided and fixed sparse patterns as a union), Shaw et al.'s relative key
- * positions and Primer's depthwise convolutions (multihead only).
+/* Attention ops: the book's `attention` operator (scaled-dot, dot, bilinear
+ * and additive scores, on [N, T, D] sequences or per-head [N, H, T, d]
+ * inputs) and PyTorch's nn.MultiheadAttention (batch first). Both take the
+ * shared masks (causal; window/dilation, global tokens, random keys,
+ * strided and fixed sparse patterns as a union, optionally counted in
+ * blocks), an attn_mask and a key_padding_mask input, dropout on the
+ * weights and Shaw et al.'s relative keys and values; multihead adds
+ * Primer's depthwise convolutions. This file reads hyperparameters and
+ * inputs; the math of one (sample, head) slice is attention_core.c's.
  *
- * Each (sample, head) slice materialises its [Tq, Tk] score matrix in the
- * scratch space, the masked patterns included, except `window` alone (with
- * dilation, causal, relative positions) on a dot-product score: that keeps
- * a band of [Tq, 2 window + 1] scores, O(T window) time and memory
- * (att_band). Backward recomputes the
- * projections and probabilities from the inputs; forward saves only the
- * dropout mask (multihead `dropout` in training). Every matrix product goes
- * through dl_sgemm. */
+ * Inputs: q, k, v as `in: [x]`, `[q, kv]` or `[q, k, v]`; a fourth input
+ * after q, k, v written out is the attn_mask ([Tq, Tk] per sample, or one
+ * batch-1 mask for every sample; a `dtype: int` model input masks where
+ * nonzero, any other is added to the scores); a last input of rank 2
+ * ([N, Tk]: one per-sample dimension, where q, k and v have two or three)
+ * is the key_padding_mask (nonzero = padding, PyTorch's boolean mask,
+ * whatever the input's dtype: a float 0/1 mask from inside a composite
+ * reads the same). */
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -22,525 +26,11 @@
 #include "engine/op.h"
 #include "ops/attention.h"
 
-enum { SC_SCALED, SC_DOT, SC_BILINEAR, SC_ADDITIVE };
-
-/* One attention problem: the scores of a [Tq, D] query block against a
- * [Tk, D] key block, masks, and the score's parameters. */
-struct att {
-	int score;
-	int Tq, Tk, dq, dk;      /* dq = dk except for bilinear / additive */
-	float scale;
-	int causal, any;         /* any: some sparse pattern enabled */
-	int64_t window, dilation, global, random, stride, fixed, fsum;
-	uint64_t seed;
-	int K;                   /* relative positions (0: none) */
-	const float *relk;       /* [2K+1, dq] */
-	float *drelk;
-	const float *W;          /* bilinear [dq, dk]; additive w.weight
-	                          * [A, dq + dk] */
-	float *dW;
-	const float *w2;         /* additive [1, A] */
-	float *dw2;
-	int A;
-	float keep_scale;        /* dropout: 1 / (1 - p) */
-	int band;                /* window only: scores kept as a band */
-	int B;                   /* columns of a score row: Tk, or the band's
-	                          * 2 window + 1 (window + 1 when causal) */
-};
-
-static int64_t floordiv(int64_t a, int64_t b)
-{
-	int64_t q = a / b;
-	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-/* Decides the banded layout: `window` (with dilation and causal) as the
- * only pattern, a dot-product score, and a band narrower than the keys.
- * Then row i holds the keys j0 + t dilation, t = 0..c-1 (band_row). */
-static void att_band(struct att *a)
-{
-	a->band = 0;
-	a->B = a->Tk;
-	if (a->window < 0 || a->stride > 0 || a->fixed > 0 || a->global > 0 ||
-	    a->random > 0 || (a->score != SC_SCALED && a->score != SC_DOT))
-		return;
-	int64_t B = a->causal ? a->window + 1 : 2 * a->window + 1;
-	if (B >= a->Tk)
-		return;
-	a->band = 1;
-	a->B = (int)B;
-}
-
-/* The band of query i: first key j0 and count c (c <= 0: none) */
-static void band_row(const struct att *a, int i, int *j0, int *c)
-{
-	int64_t d = a->dilation, w = a->window;
-	int64_t lo = -floordiv(i, d);
-	if (lo < -w)
-		lo = -w;
-	int64_t hi = floordiv((int64_t)a->Tk - 1 - i, d);
-	int64_t top = a->causal ? 0 : w;
-	if (hi > top)
-		hi = top;
-	*j0 = (int)(i + lo * d);
-	*c = (int)(hi - lo + 1);
-}
-
-/* ---- masks ---- */
-
-static uint64_t splitmix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-/* m[Tk]: 1 where query i may attend to key j. Random keys: min(r, Tk)
- * distinct keys per query from splitmix64 seeded by (seed, i), redrawn on
- * repeats; the same in every call. */
-static void mask_row(const struct att *a, int i, unsigned char *m)
-{
-	int Tk = a->Tk;
-	if (!a->any) {
-		memset(m, 1, (size_t)Tk);
-	} else {
-		for (int j = 0; j < Tk; j++) {
-			int64_t dd = (int64_t)i - j, ad = dd < 0 ? -dd : dd;
-			int ok = 0;
-			if (a->window >= 0 && ad <= a->window * a->dilation &&
-			    dd % a->dilation == 0)
-				ok = 1;
-			if (a->stride > 0 &&
-			    (ad < a->stride || dd % a->stride == 0))
-				ok = 1;
-			if (a->fixed > 0 &&
-			    (j / a->fixed == i / a->fixed ||
-			     j % a->fixed >= a->fixed - a->fsum))
-				ok = 1;
-			if (a->global > 0 && (i < a->global || j < a->global))
-				ok = 1;
-			m[j] = (unsigned char)ok;
-		}
-		if (a->random > 0) {
-			int r = a->random < Tk ? (int)a->random : Tk;
-			uint64_t s = a->seed * 0x9E3779B97F4A7C15ULL +
-				     (uint64_t)i * 0xD1B54A32D192ED03ULL;
-			for (int t = 0; t < r; t++) {
-				int k;
-				do
-					k = (int)(splitmix64(&s) %
-						  (uint64_t)Tk);
-				while (m[k] & 2);
-				m[k] |= 2;
-			}
-		}
-	}
-	if (a->causal)
-		for (int j = i + 1; j < Tk; j++)
-			m[j] = 0;
-}
-
-/* ---- scores ---- */
-
-static int rel_index(const struct att *a, int i, int j)
-{
-	int r = j - i;
-	if (r < -a->K)
-		r = -a->K;
-	if (r > a->K)
-		r = a->K;
-	return r + a->K;
-}
-
-/* s[t] += scale q_i . rel_k[clip(j - i) + K] for the keys j = j0 + t step,
- * t < c (Shaw et al.) */
-static void rel_scores(const struct att *a, const float *qi, int i, int j0,
-		       int step, int c, float *s)
-{
-	for (int t = 0; t < c; t++) {
-		const float *rk = a->relk +
-			(int64_t)rel_index(a, i, j0 + t * step) * a->dq;
-		double acc = 0.0;
-		for (int e = 0; e < a->dq; e++)
-			acc += (double)qi[e] * rk[e];
-		s[t] += a->scale * (float)acc;
-	}
-}
-
-/* The same keys given g = dL/ds: dqi += scale g rel_k (dqi NULL: not
- * needed), drel_k += scale g q_i */
-static void rel_bwd(const struct att *a, const float *qi, int i, int j0,
-		    int step, int c, const float *g, float *dqi)
-{
-	for (int t = 0; t < c; t++) {
-		float gg = a->scale * g[t];
-		if (gg == 0.0f)
-			continue;
-		int64_t r = rel_index(a, i, j0 + t * step);
-		const float *rk = a->relk + r * a->dq;
-		float *drk = a->drelk ? a->drelk + r * a->dq : NULL;
-		for (int e = 0; e < a->dq; e++) {
-			if (dqi)
-				dqi[e] += gg * rk[e];
-			if (drk)
-				drk[e] += gg * qi[e];
-		}
-	}
-}
-
-/* S[Tq, Tk] = score(q, k); tmp: bilinear [Tq, dk], additive [(Tq + Tk) A] */
-static void att_scores(const struct att *a, const float *q, int ldq,
-		       const float *k, int ldk, float *S, float *tmp)
-{
-	int Tq = a->Tq, Tk = a->Tk;
-	switch (a->score) {
-	case SC_SCALED:
-	case SC_DOT:
-		dl_sgemm(0, 1, Tq, Tk, a->dq, a->scale, q, ldq, k, ldk, 0.0f, S,
-			 Tk);
-		if (a->K > 0)
-			for (int i = 0; i < Tq; i++)
-				rel_scores(a, q + (int64_t)i * ldq, i, 0, 1, Tk,
-					   S + (int64_t)i * Tk);
-		break;
-	case SC_BILINEAR:
-		dl_sgemm(0, 0, Tq, a->dk, a->dq, 1.0f, q, ldq, a->W, a->dk,
-			 0.0f, tmp, a->dk);
-		dl_sgemm(0, 1, Tq, Tk, a->dk, 1.0f, tmp, a->dk, k, ldk, 0.0f, S,
-			 Tk);
-		break;
-	case SC_ADDITIVE: {
-		int A = a->A, ld = a->dq + a->dk;
-		float *aq = tmp, *ak = tmp + (int64_t)Tq * A;
-		dl_sgemm(0, 1, Tq, A, a->dq, 1.0f, q, ldq, a->W, ld, 0.0f, aq,
-			 A);
-		dl_sgemm(0, 1, Tk, A, a->dk, 1.0f, k, ldk, a->W + a->dq, ld,
-			 0.0f, ak, A);
-		for (int i = 0; i < Tq; i++)
-			for (int j = 0; j < Tk; j++) {
-				const float *x = aq + (int64_t)i * A;
-				const float *y = ak + (int64_t)j * A;
-				double acc = 0.0;
-				for (int c = 0; c < A; c++)
-					acc += (double)a->w2[c] *
-					       tanh((double)x[c] + y[c]);
-				S[(int64_t)i * Tk + j] = (float)acc;
-			}
-		break;
-	}
-	}
-}
-
-/* Gradients of the score given G = dL/dS [Tq, Tk]: dq, dk (NULL: not
- * needed) and the score's parameters. tmp as for att_scores plus as much
- * again. */
-static void att_scores_bwd(const struct att *a, const float *q, int ldq,
-			   const float *k, int ldk, const float *G, float *dq,
-			   int lddq, float *dk, int lddk, float *tmp)
-{
-	int Tq = a->Tq, Tk = a->Tk;
-	switch (a->score) {
-	case SC_SCALED:
-	case SC_DOT:
-		if (dq)
-			dl_sgemm(0, 0, Tq, a->dq, Tk, a->scale, G, Tk, k, ldk,
-				 1.0f, dq, lddq);
-		if (dk)
-			dl_sgemm(1, 0, Tk, a->dq, Tq, a->scale, G, Tk, q, ldq,
-				 1.0f, dk, lddk);
-		if (a->K > 0)
-			for (int i = 0; i < Tq; i++)
-				rel_bwd(a, q + (int64_t)i * ldq, i, 0, 1, Tk,
-					G + (int64_t)i * Tk,
-					dq ? dq + (int64_t)i * lddq : NULL);
-		break;
-	case SC_BILINEAR: {
-		float *qw = tmp, *dqw = tmp + (int64_t)Tq * a->dk;
-		dl_sgemm(0, 0, Tq, a->dk, a->dq, 1.0f, q, ldq, a->W, a->dk,
-			 0.0f, qw, a->dk);
-		if (dk)
-			dl_sgemm(1, 0, Tk, a->dk, Tq, 1.0f, G, Tk, qw, a->dk,
-				 1.0f, dk, lddk);
-		dl_sgemm(0, 0, Tq, a->dk, Tk, 1.0f, G, Tk, k, ldk, 0.0f, dqw,
-			 a->dk);
-		if (dq)
-			dl_sgemm(0, 1, Tq, a->dq, a->dk, 1.0f, dqw, a->dk, a->W,
-				 a->dk, 1.0f, dq, lddq);
-		if (a->dW)
-			dl_sgemm(1, 0, a->dq, a->dk, Tq, 1.0f, q, ldq, dqw,
-				 a->dk, 1.0f, a->dW, a->dk);
-		break;
-	}
-	case SC_ADDITIVE: {
-		int A = a->A, ld = a->dq + a->dk;
-		float *aq = tmp, *ak = tmp + (int64_t)Tq * A;
-		float *daq = ak + (int64_t)Tk * A, *dak = daq + (int64_t)Tq * A;
-		dl_sgemm(0, 1, Tq, A, a->dq, 1.0f, q, ldq, a->W, ld, 0.0f, aq,
-			 A);
-		dl_sgemm(0, 1, Tk, A, a->dk, 1.0f, k, ldk, a->W + a->dq, ld,
-			 0.0f, ak, A);
-		memset(daq, 0, sizeof(float) * (size_t)(Tq + Tk) * A);
-		for (int i = 0; i < Tq; i++)
-			for (int j = 0; j < Tk; j++) {
-				float gs = G[(int64_t)i * Tk + j];
-				if (gs == 0.0f)
-					continue;
-				const float *x = aq + (int64_t)i * A;
-				const float *y = ak + (int64_t)j * A;
-				float *dx = daq + (int64_t)i * A;
-				float *dy = dak + (int64_t)j * A;
-				for (int c = 0; c < A; c++) {
-					float t = (float)tanh((double)x[c] +
-							      y[c]);
-					if (a->dw2)
-						a->dw2[c] += gs * t;
-					float g =
-						gs * a->w2[c] * (1.0f - t * t);
-					dx[c] += g;
-					dy[c] += g;
-				}
-			}
-		if (dq)
-			dl_sgemm(0, 0, Tq, a->dq, A, 1.0f, daq, A, a->W, ld,
-				 1.0f, dq, lddq);
-		if (dk)
-			dl_sgemm(0, 0, Tk, a->dk, A, 1.0f, dak, A, a->W + a->dq,
-				 ld, 1.0f, dk, lddk);
-		if (a->dW) {
-			dl_sgemm(1, 0, A, a->dq, Tq, 1.0f, daq, A, q, ldq, 1.0f,
-				 a->dW, ld);
-			dl_sgemm(1, 0, A, a->dk, Tk, 1.0f, dak, A, k, ldk, 1.0f,
-				 a->dW + a->dq, ld);
-		}
-		break;
-	}
-	}
-}
-
-/* S [Tq, Tk] -> masked softmax over each row (rows with no allowed key
- * become zeros); m: Tk bytes */
-static void att_softmax(const struct att *a, float *S, unsigned char *m)
-{
-	for (int i = 0; i < a->Tq; i++) {
-		float *s = S + (int64_t)i * a->Tk;
-		mask_row(a, i, m);
-		float mx = -INFINITY;
-		for (int j = 0; j < a->Tk; j++)
-			if (m[j] && s[j] > mx)
-				mx = s[j];
-		double sum = 0.0;
-		for (int j = 0; j < a->Tk; j++) {
-			if (m[j]) {
-				s[j] = expf(s[j] - mx);
-				sum += s[j];
-			} else {
-				s[j] = 0.0f;
-			}
-		}
-		float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-		for (int j = 0; j < a->Tk; j++)
-			s[j] *= inv;
-	}
-}
-
-/* Probabilities of one slice into S (dropout applied with keep when not
- * NULL). */
-static void att_probs(const struct att *a, const float *q, int ldq,
-		      const float *k, int ldk, float *S, float *tmp,
-		      unsigned char *m)
-{
-	att_scores(a, q, ldq, k, ldk, S, tmp);
-	att_softmax(a, S, m);
-}
-
-/* ---- the banded (window-only) slices: O(Tq * B) scores ---- */
-
-/* S [Tq, B]: probabilities of the band rows */
-static void band_probs(const struct att *a, const float *q, int ldq,
-		       const float *k, int ldk, float *S)
-{
-	int B = a->B, dil = (int)a->dilation;
-	for (int i = 0; i < a->Tq; i++) {
-		int j0, c;
-		band_row(a, i, &j0, &c);
-		float *s = S + (int64_t)i * B;
-		if (c <= 0)
-			continue;
-		const float *qi = q + (int64_t)i * ldq;
-		dl_sgemm(0, 1, 1, c, a->dq, a->scale, qi, ldq,
-			 k + (int64_t)j0 * ldk, dil * ldk, 0.0f, s, c);
-		if (a->K > 0)
-			rel_scores(a, qi, i, j0, dil, c, s);
-		float mx = -INFINITY;
-		for (int t = 0; t < c; t++)
-			if (s[t] > mx)
-				mx = s[t];
-		double sum = 0.0;
-		for (int t = 0; t < c; t++) {
-			s[t] = expf(s[t] - mx);
-			sum += s[t];
-		}
-		float inv = (float)(1.0 / sum);
-		for (int t = 0; t < c; t++)
-			s[t] *= inv;
-	}
-}
-
-static void band_fwd(const struct att *a, const float *q, int ldq,
-		     const float *k, int ldk, const float *v, int ldv, int dv,
-		     float *o, int ldo, float *S, unsigned char *keep,
-		     struct dl_rng *rng, double p)
-{
-	int B = a->B, dil = (int)a->dilation;
-	band_probs(a, q, ldq, k, ldk, S);
-	for (int i = 0; i < a->Tq; i++) {
-		int j0, c;
-		band_row(a, i, &j0, &c);
-		float *oi = o + (int64_t)i * ldo;
-		if (c <= 0) {
-			memset(oi, 0, sizeof(float) * (size_t)dv);
-			continue;
-		}
-		float *s = S + (int64_t)i * B;
-		if (keep) {
-			unsigned char *kp = keep + (int64_t)i * B;
-			for (int t = 0; t < c; t++) {
-				if (rng)
-					kp[t] = p < 1.0 &&
-						dl_rng_uniform(rng) >= p;
-				s[t] = kp[t] ? s[t] * a->keep_scale : 0.0f;
-			}
-		}
-		dl_sgemm(0, 0, 1, dv, c, 1.0f, s, c, v + (int64_t)j0 * ldv,
-			 dil * ldv, 0.0f, oi, ldo);
-	}
-}
-
-static void band_bwd(const struct att *a, const float *q, int ldq,
-		     const float *k, int ldk, const float *v, int ldv, int dv,
-		     const float *go, int ldgo, float *dq, int lddq, float *dk,
-		     int lddk, float *dvv, int lddv, float *S, float *S2,
-		     const unsigned char *keep)
-{
-	int B = a->B, dil = (int)a->dilation;
-	band_probs(a, q, ldq, k, ldk, S);
-	for (int i = 0; i < a->Tq; i++) {
-		int j0, c;
-		band_row(a, i, &j0, &c);
-		if (c <= 0)
-			continue;
-		const float *p = S + (int64_t)i * B;
-		float *g = S2 + (int64_t)i * B;
-		const float *gi = go + (int64_t)i * ldgo;
-		const unsigned char *kp = keep ? keep + (int64_t)i * B : NULL;
-		if (dvv) {
-			/* g temporarily holds the dropped-out probabilities */
-			for (int t = 0; t < c; t++)
-				g[t] = kp && !kp[t] ? 0.0f :
-				       p[t] * (kp ? a->keep_scale : 1.0f);
-			dl_sgemm(1, 0, c, dv, 1, 1.0f, g, c, gi, ldgo, 1.0f,
-				 dvv + (int64_t)j0 * lddv, dil * lddv);
-		}
-		dl_sgemm(0, 1, 1, c, dv, 1.0f, gi, ldgo, v + (int64_t)j0 * ldv,
-			 dil * ldv, 0.0f, g, c);
-		if (kp)
-			for (int t = 0; t < c; t++)
-				g[t] = kp[t] ? g[t] * a->keep_scale : 0.0f;
-		double dot = 0.0;
-		for (int t = 0; t < c; t++)
-			dot += (double)p[t] * g[t];
-		for (int t = 0; t < c; t++)
-			g[t] = p[t] * (g[t] - (float)dot);
-		const float *qi = q + (int64_t)i * ldq;
-		if (dq)
-			dl_sgemm(0, 0, 1, a->dq, c, a->scale, g, c,
-				 k + (int64_t)j0 * ldk, dil * ldk, 1.0f,
-				 dq + (int64_t)i * lddq, lddq);
-		if (dk)
-			dl_sgemm(1, 0, c, a->dq, 1, a->scale, g, c, qi, ldq,
-				 1.0f, dk + (int64_t)j0 * lddk, dil * lddk);
-		if (a->K > 0)
-			rel_bwd(a, qi, i, j0, dil, c, g,
-				dq ? dq + (int64_t)i * lddq : NULL);
-	}
-}
-
-/* Forward of one slice: o [Tq, dv] (ld ldo) = P v. keep: the dropout mask
- * of this slice, drawn here when rng is given. */
-static void att_slice_fwd(const struct att *a, const float *q, int ldq,
-			  const float *k, int ldk, const float *v, int ldv,
-			  int dv, float *o, int ldo, float *S, float *tmp,
-			  unsigned char *m, unsigned char *keep,
-			  struct dl_rng *rng, double p)
-{
-	if (a->band) {
-		band_fwd(a, q, ldq, k, ldk, v, ldv, dv, o, ldo, S, keep, rng,
-			 p);
-		return;
-	}
-	att_probs(a, q, ldq, k, ldk, S, tmp, m);
-	if (keep) {
-		int64_t nn = (int64_t)a->Tq * a->Tk;
-		for (int64_t t = 0; t < nn; t++) {
-			if (rng)
-				keep[t] = p < 1.0 && dl_rng_uniform(rng) >= p;
-			S[t] = keep[t] ? S[t] * a->keep_scale : 0.0f;
-		}
-	}
-	dl_sgemm(0, 0, a->Tq, dv, a->Tk, 1.0f, S, a->Tk, v, ldv, 0.0f, o, ldo);
-}
-
-/* Backward of one slice given go = dL/do [Tq, dv]: dq, dk, dv (+=; NULL:
- * not needed). S, S2: [Tq, Tk] each. */
-static void att_slice_bwd(const struct att *a, const float *q, int ldq,
-			  const float *k, int ldk, const float *v, int ldv,
-			  int dv, const float *go, int ldgo, float *dq,
-			  int lddq, float *dk, int lddk, float *dvv, int lddv,
-			  float *S, float *S2, float *tmp, unsigned char *m,
-			  const unsigned char *keep)
-{
-	int Tq = a->Tq, Tk = a->Tk;
-	int64_t nn = (int64_t)Tq * Tk;
-	if (a->band) {
-		band_bwd(a, q, ldq, k, ldk, v, ldv, dv, go, ldgo, dq, lddq, dk,
-			 lddk, dvv, lddv, S, S2, keep);
-		return;
-	}
-	att_probs(a, q, ldq, k, ldk, S, tmp, m);
-	if (dvv) {
-		const float *pd = S;
-		if (keep) {
-			for (int64_t t = 0; t < nn; t++)
-				S2[t] = keep[t] ? S[t] * a->keep_scale : 0.0f;
-			pd = S2;
-		}
-		dl_sgemm(1, 0, Tk, dv, Tq, 1.0f, pd, Tk, go, ldgo, 1.0f, dvv,
-			 lddv);
-	}
-	/* S2 = dL/dP */
-	dl_sgemm(0, 1, Tq, Tk, dv, 1.0f, go, ldgo, v, ldv, 0.0f, S2, Tk);
-	if (keep)
-		for (int64_t t = 0; t < nn; t++)
-			S2[t] = keep[t] ? S2[t] * a->keep_scale : 0.0f;
-	/* S2 = dL/dS = P (dP - sum_j P dP) */
-	for (int i = 0; i < Tq; i++) {
-		const float *p = S + (int64_t)i * Tk;
-		float *g = S2 + (int64_t)i * Tk;
-		double dot = 0.0;
-		for (int j = 0; j < Tk; j++)
-			dot += (double)p[j] * g[j];
-		for (int j = 0; j < Tk; j++)
-			g[j] = p[j] * (g[j] - (float)dot);
-	}
-	att_scores_bwd(a, q, ldq, k, ldk, S2, dq, lddq, dk, lddk, tmp);
-}
-
 /* ---- hyperparameters: the masks, shared by both ops as a tail ---- */
 
 enum {
 	MK_CAUSAL, MK_WINDOW, MK_DILATION, MK_GLOBAL, MK_RANDOM, MK_SEED,
-	MK_STRIDE, MK_FIXED, MK_FSUM, MK_REL, MK_COUNT
+	MK_STRIDE, MK_FIXED, MK_FSUM, MK_REL, MK_BLOCK, MK_RELV, MK_COUNT
 };
 
 #define MASK_HPS                                                           \
@@ -553,7 +43,10 @@ enum {
 	{"stride", DL_HP_INT, "none", NULL, DL_HP_DERIVED | DL_HP_POSITIVE}, \
 	{"fixed", DL_HP_INT, "none", NULL, DL_HP_DERIVED | DL_HP_POSITIVE}, \
 	{"fixed_summary", DL_HP_INT, "1", NULL, DL_HP_POSITIVE},           \
-	{"relative_positions", DL_HP_INT, "0", NULL, DL_HP_NONNEG}
+	{"relative_positions", DL_HP_INT, "0", NULL, DL_HP_NONNEG},        \
+	{"block_size", DL_HP_INT, "none", NULL,                            \
+	 DL_HP_DERIVED | DL_HP_POSITIVE},                                  \
+	{"relative_values", DL_HP_BOOL, "false", NULL, 0}
 
 /* Checks the mask hyperparameters at base. */
 static int mask_check(const struct dl_node *n, int base, struct dl_error *err)
@@ -572,6 +65,13 @@ static int mask_check(const struct dl_node *n, int base, struct dl_error *err)
 	if (h[MK_SEED].set && h[MK_RANDOM].i == 0)
 		return dl_node_error(err, n, base + MK_SEED,
 			"seed chooses the random keys; give random_keys too");
+	if (h[MK_BLOCK].set && !h[MK_WINDOW].set && h[MK_GLOBAL].i == 0 &&
+	    h[MK_RANDOM].i == 0)
+		return dl_node_error(err, n, base + MK_BLOCK,
+			"block_size applies to the window, global_tokens and random_keys patterns; give one of them too");
+	if (h[MK_RELV].i && h[MK_REL].i == 0)
+		return dl_node_error(err, n, base + MK_RELV,
+			"relative_values needs relative_positions (the clipping distance K of its table)");
 	return 0;
 }
 
@@ -587,57 +87,137 @@ static void mask_fill(struct att *a, const struct dl_node *n, int base)
 	a->stride = h[MK_STRIDE].set ? h[MK_STRIDE].i : 0;
 	a->fixed = h[MK_FIXED].set ? h[MK_FIXED].i : 0;
 	a->fsum = h[MK_FSUM].i;
-	a->any = a->window >= 0 || a->stride > 0 || a->fixed > 0 ||
-		 a->global > 0 || a->random > 0;
+	a->block = h[MK_BLOCK].set ? h[MK_BLOCK].i : 1;
 	a->K = (int)h[MK_REL].i;
+	att_prepare(a);
 }
 
-static int seq_shape(const struct dl_node *n, const struct dl_shape *s,
-		     int k, struct dl_error *err)
+/* ---- inputs ---- */
+
+/* Which input is which: q, k, v (k = q for one input, v = k for two), the
+ * attn_mask (a fourth after q, k, v) and the key_padding_mask (a last input
+ * of rank 2); -1: none. n: the q/k/v inputs. */
+struct roles {
+	int q, k, v, am, kpm, n;
+};
+
+static void att_roles(int n_in, int last_ndim, struct roles *r)
 {
-	char b[128];
-	if (s->ndim != 3)
-		return dl_node_error(err, n, -1,
-			"input %d has shape %s; attention needs sequences [N, T, D]",
-			k + 1, dl_shape_str(s, b, sizeof b));
-	if (s->d[1] <= 0 || s->d[2] <= 0 || s->d[1] > INT_MAX / 4 ||
-	    s->d[2] > INT_MAX / 4)
-		return dl_node_error(err, n, -1,
-			"input %d has shape %s; attention needs steps and features",
-			k + 1, dl_shape_str(s, b, sizeof b));
-	return 0;
+	int m = n_in;
+	r->am = r->kpm = -1;
+	if (m >= 2 && last_ndim == 2)
+		r->kpm = --m;
+	if (m == 4)
+		r->am = --m;
+	r->q = 0;
+	r->k = m > 1 ? 1 : 0;
+	r->v = m - 1;
+	r->n = m;
 }
 
-/* q, k, v shapes and their batch / length agreement */
-static int qkv_shapes(const struct dl_node *n, const struct dl_shape *in,
-		      const struct dl_shape **q, const struct dl_shape **k,
-		      const struct dl_shape **v, struct dl_error *err)
+/* q, k, v shapes (rank 3, or 4 when allow4: all the same), their batch,
+ * head and length agreement, and the masks' shapes */
+static int input_shapes(const struct dl_node *n, const struct dl_shape *in,
+			const struct roles *r, int allow4,
+			struct dl_error *err)
 {
 	char b[128], c[128];
-	for (int i = 0; i < n->n_in; i++) {
-		int rc = seq_shape(n, &in[i], i, err);
-		if (rc < 0)
-			return rc;
+	if (r->n > 3)
+		return dl_node_error(err, n, -1,
+			"%d inputs: attention takes q, k, v, an attn_mask [N, T, S] and a key_padding_mask [N, S]",
+			n->n_in);
+	int nd = in[0].ndim;
+	for (int i = 0; i < r->n; i++) {
+		const struct dl_shape *s = &in[i];
+		if (s->ndim != 3 && !(allow4 && s->ndim == 4))
+			return dl_node_error(err, n, -1,
+				allow4 ? "input %d has shape %s; attention needs sequences [N, T, D] or per-head inputs [N, H, T, d]"
+				       : "input %d has shape %s; attention needs sequences [N, T, D]",
+				i + 1, dl_shape_str(s, b, sizeof b));
+		if (s->ndim != nd)
+			return dl_node_error(err, n, -1,
+				"inputs 1 %s and %d %s have different ranks",
+				dl_shape_str(&in[0], b, sizeof b), i + 1,
+				dl_shape_str(s, c, sizeof c));
+		for (int t = 1; t < nd; t++)
+			if (s->d[t] <= 0 || s->d[t] > INT_MAX / 4)
+				return dl_node_error(err, n, -1,
+					"input %d has shape %s; attention needs steps and features",
+					i + 1, dl_shape_str(s, b, sizeof b));
 	}
-	*q = &in[0];
-	*k = &in[n->n_in > 1 ? 1 : 0];
-	*v = &in[n->n_in - 1];
-	for (int i = 1; i < n->n_in; i++)
+	const struct dl_shape *q = &in[r->q], *k = &in[r->k], *v = &in[r->v];
+	for (int i = 1; i < r->n; i++)
 		if (in[i].d[0] != in[0].d[0])
 			return dl_node_error(err, n, -1,
 				"the inputs have batch sizes %lld and %lld; they must be equal",
 				(long long)in[0].d[0], (long long)in[i].d[0]);
-	if ((*k)->d[1] != (*v)->d[1])
+	if (nd == 4)
+		for (int i = 1; i < r->n; i++)
+			if (in[i].d[1] != in[0].d[1])
+				return dl_node_error(err, n, -1,
+					"inputs 1 %s and %d %s have different numbers of heads",
+					dl_shape_str(&in[0], b, sizeof b), i + 1,
+					dl_shape_str(&in[i], c, sizeof c));
+	if (k->d[nd - 2] != v->d[nd - 2])
 		return dl_node_error(err, n, -1,
 			"keys %s and values %s have different lengths",
-			dl_shape_str(*k, b, sizeof b),
-			dl_shape_str(*v, c, sizeof c));
+			dl_shape_str(k, b, sizeof b),
+			dl_shape_str(v, c, sizeof c));
+	int64_t N = q->d[0], Tq = q->d[nd - 2], Tk = k->d[nd - 2];
+	if (r->am >= 0) {
+		const struct dl_shape *m = &in[r->am];
+		if (m->ndim != 3 || m->d[1] != Tq || m->d[2] != Tk)
+			return dl_node_error(err, n, -1,
+				"the attn_mask (input %d) has shape %s; it must be [N, %lld, %lld] (queries by keys per sample)",
+				r->am + 1, dl_shape_str(m, b, sizeof b),
+				(long long)Tq, (long long)Tk);
+		if (m->d[0] != N && m->d[0] != 1)
+			return dl_node_error(err, n, -1,
+				"the attn_mask (input %d) has batch size %lld; it must be the queries' %lld, or 1 for one mask for every sample",
+				r->am + 1, (long long)m->d[0], (long long)N);
+	}
+	if (r->kpm >= 0) {
+		const struct dl_shape *m = &in[r->kpm];
+		if (m->d[1] != Tk)
+			return dl_node_error(err, n, -1,
+				"the key_padding_mask (input %d) has shape %s; it must be [N, %lld] (one flag per key)",
+				r->kpm + 1, dl_shape_str(m, b, sizeof b),
+				(long long)Tk);
+		if (m->d[0] != N && m->d[0] != 1)
+			return dl_node_error(err, n, -1,
+				"the key_padding_mask (input %d) has batch size %lld; it must be the queries' %lld, or 1 for every sample",
+				r->kpm + 1, (long long)m->d[0], (long long)N);
+	}
 	return 0;
+}
+
+/* Points a at sample b's masks; mask gradients when din is given */
+static void set_masks(struct att *a, const struct dl_node *n,
+		      const struct dl_tensor *in, const struct roles *r, int b,
+		      float *const *din)
+{
+	a->am = a->kpm = NULL;
+	a->dam = NULL;
+	if (r->am >= 0) {
+		const struct dl_tensor *m = &in[r->am];
+		int64_t off = m->shape.d[0] == 1 ? 0
+			      : (int64_t)b * m->shape.d[1] * m->shape.d[2];
+		a->am = m->data + off;
+		a->am_int = (int)(n->in_int >> r->am & 1u);
+		if (din && din[r->am] && !a->am_int)
+			a->dam = din[r->am] + off;
+	}
+	if (r->kpm >= 0) {
+		const struct dl_tensor *m = &in[r->kpm];
+		int64_t off = m->shape.d[0] == 1 ? 0
+			      : (int64_t)b * m->shape.d[1];
+		a->kpm = m->data + off;
+	}
 }
 
 /* ---- attention ---- */
 
-enum { AT_SCORE, AT_SIZE, AT_MASK };
+enum { AT_SCORE, AT_SIZE, AT_MASK, AT_DROPOUT = AT_MASK + MK_COUNT, AT_N };
 
 static const struct dl_hp_desc attention_hp[] = {
 	[AT_SCORE] = {"score", DL_HP_ENUM, "scaled_dot",
@@ -645,30 +225,77 @@ static const struct dl_hp_desc attention_hp[] = {
 	[AT_SIZE] = {"attention_size", DL_HP_INT, "none", NULL,
 		     DL_HP_DERIVED | DL_HP_POSITIVE},
 	MASK_HPS,
+	[AT_DROPOUT] = {"dropout", DL_HP_FLOAT, "0.0", NULL, 0},
 };
 
-/* scratch of the attention op, in floats: S, S2, tmp (4 blocks), mask */
-static void attention_sizes(const struct dl_node *n, const struct dl_shape *q,
-			    const struct dl_shape *k, int64_t *tmpf)
+/* scratch floats of the bilinear / additive scores */
+static int64_t attention_tmpf(const struct dl_node *n, int64_t Tq,
+			      int64_t Tk, int64_t Dk)
 {
-	int64_t Tq = q->d[1], Tk = k->d[1], Dk = k->d[2];
 	int64_t A = n->hp[AT_SIZE].set ? n->hp[AT_SIZE].i : 0;
-	*tmpf = 2 * (Tq * Dk > (Tq + Tk) * A ? Tq * Dk : (Tq + Tk) * A);
+	return 2 * (Tq * Dk > (Tq + Tk) * A ? Tq * Dk : (Tq + Tk) * A);
+}
+
+/* The att of the attention op for q, k, v shapes (rank nd); parameters
+ * (and their gradients when grads) once they are laid out */
+static void attention_att(struct att *a, const struct dl_node *n,
+			  const struct dl_shape *q, const struct dl_shape *k,
+			  const struct dl_shape *v, int params, int grads)
+{
+	int nd = q->ndim;
+	memset(a, 0, sizeof *a);
+	a->score = (int)n->hp[AT_SCORE].i;
+	a->Tq = (int)q->d[nd - 2];
+	a->Tk = (int)k->d[nd - 2];
+	a->dq = (int)q->d[nd - 1];
+	a->dk = (int)k->d[nd - 1];
+	a->dv = (int)v->d[nd - 1];
+	a->A = n->hp[AT_SIZE].set ? (int)n->hp[AT_SIZE].i : 0;
+	a->scale = a->score == SC_SCALED ? (float)(1.0 / sqrt((double)a->dq))
+					 : 1.0f;
+	double pd = n->hp[AT_DROPOUT].f;
+	a->keep_scale = pd < 1.0 ? (float)(1.0 / (1.0 - pd)) : 0.0f;
+	mask_fill(a, n, AT_MASK);
+	if (!params)
+		return;
+	int p = 0;
+	if (a->score == SC_BILINEAR || a->score == SC_ADDITIVE) {
+		a->W = n->params[p].data;
+		a->dW = grads ? n->params[p].grad : NULL;
+		p++;
+	}
+	if (a->score == SC_ADDITIVE) {
+		a->w2 = n->params[p].data;
+		a->dw2 = grads ? n->params[p].grad : NULL;
+		p++;
+	}
+	if (a->K > 0) {
+		a->relk = n->params[p].data;
+		a->drelk = grads ? n->params[p].grad : NULL;
+		p++;
+	}
+	if (n->hp[AT_MASK + MK_RELV].i) {
+		a->relv = n->params[p].data;
+		a->drelv = grads ? n->params[p].grad : NULL;
+	}
 }
 
 static int attention_infer(struct dl_node *n, const struct dl_shape *in,
 			   struct dl_shape *out, struct dl_error *err)
 {
 	char b[128], c[128];
-	const struct dl_shape *q, *k, *v;
-	int rc = qkv_shapes(n, in, &q, &k, &v, err);
+	struct roles r;
+	att_roles(n->n_in, in[n->n_in - 1].ndim, &r);
+	int rc = input_shapes(n, in, &r, 1, err);
 	if (rc < 0)
 		return rc;
 	rc = mask_check(n, AT_MASK, err);
 	if (rc < 0)
 		return rc;
+	const struct dl_shape *q = &in[r.q], *k = &in[r.k], *v = &in[r.v];
+	int nd = q->ndim;
 	int score = (int)n->hp[AT_SCORE].i;
-	int64_t Dq = q->d[2], Dk = k->d[2];
+	int64_t Dq = q->d[nd - 1], Dk = k->d[nd - 1], Dv = v->d[nd - 1];
 	if (score == SC_ADDITIVE && !n->hp[AT_SIZE].set)
 		return dl_node_error(err, n, AT_SCORE,
 			"the additive score needs attention_size (the width of its hidden layer)");
@@ -683,6 +310,10 @@ static int attention_infer(struct dl_node *n, const struct dl_shape *in,
 			"queries %s and keys %s have different sizes; a dot-product score needs equal ones",
 			dl_shape_str(q, b, sizeof b),
 			dl_shape_str(k, c, sizeof c));
+	double p = n->hp[AT_DROPOUT].f;
+	if (!(p >= 0.0 && p <= 1.0))
+		return dl_node_error(err, n, AT_DROPOUT,
+			"dropout is %g; a probability is between 0 and 1", p);
 	if (score == SC_BILINEAR) {
 		int64_t wd[2] = {Dq, Dk};
 		struct dl_shape ws = dl_shape_make(2, wd);
@@ -712,123 +343,101 @@ static int attention_infer(struct dl_node *n, const struct dl_shape *in,
 		if (rc < 0)
 			return rc;
 	}
-	int64_t Tq = q->d[1], Tk = k->d[1], tmpf;
-	attention_sizes(n, q, k, &tmpf);
+	if (n->hp[AT_MASK + MK_RELV].i) {
+		int64_t rd[2] = {2 * K + 1, Dv};
+		struct dl_shape rs = dl_shape_make(2, rd);
+		rc = dl_node_param(n, "rel_v", &rs, DL_INIT_NORMAL, 1.0, err);
+		if (rc < 0)
+			return rc;
+	}
+	int64_t N = q->d[0], H = nd == 4 ? q->d[1] : 1;
+	int64_t Tq = q->d[nd - 2], Tk = k->d[nd - 2];
 	int64_t A = n->hp[AT_SIZE].set ? n->hp[AT_SIZE].i : 0;
 	struct att a;
-	memset(&a, 0, sizeof a);
-	a.score = score;
-	a.Tk = (int)Tk;
-	mask_fill(&a, n, AT_MASK);
-	att_band(&a);
-	int64_t B = a.B;
-	if ((double)Tq * B > 1e9 || (double)(Tq + Tk) * A > 1e9)
+	attention_att(&a, n, q, k, v, 0, 0);
+	if ((double)a.cells > 1e9 || (double)(Tq + Tk) * A > 1e9)
 		return dl_node_error(err, n, -1, "the inputs are too long");
 	*out = *q;
-	out->d[2] = v->d[2];
-	n->ws_bytes = sizeof(float) * (size_t)(2 * Tq * B + tmpf) + (size_t)Tk;
-	n->saved_bytes = 0;
-	int64_t N = q->d[0], Dv = v->d[2];
-	n->macs = N * (Tq * B * (Dq + Dv) +
-		       (score == SC_BILINEAR ? Tq * Dq * Dk : 0) +
-		       (score == SC_ADDITIVE ? (Tq * Dq + Tk * Dk + Tq * Tk) * A
-					     : 0));
+	out->d[nd - 1] = Dv;
+	n->ws_bytes = att_ws_layout(&a, attention_tmpf(n, Tq, Tk, Dk), NULL,
+				    NULL);
+	n->saved_bytes = p > 0.0 ? (size_t)(N * H * a.cells) : 0;
+	n->macs = N * H *
+		  (a.cells * (Dq + Dv) +
+		   (score == SC_BILINEAR ? Tq * Dq * Dk : 0) +
+		   (score == SC_ADDITIVE ? (Tq * Dq + Tk * Dk) * A + a.cells * A
+					 : 0));
 	return 0;
 }
 
-/* The att of the attention op; param gradients when grads */
-static void attention_att(struct att *a, const struct dl_node *n,
-			  const struct dl_shape *q, const struct dl_shape *k,
-			  int grads)
+/* The op's slices: sample b, head h of [N, H, T, d] (H = 1 for [N, T, D]) */
+static void attention_run(struct dl_node *n, const struct dl_tensor *in,
+			  float *o, const float *dout, float *const *din,
+			  struct dl_ctx *ctx)
 {
-	memset(a, 0, sizeof *a);
-	a->score = (int)n->hp[AT_SCORE].i;
-	a->Tq = (int)q->d[1];
-	a->Tk = (int)k->d[1];
-	a->dq = (int)q->d[2];
-	a->dk = (int)k->d[2];
-	a->scale = a->score == SC_SCALED ? (float)(1.0 / sqrt((double)a->dq))
-					 : 1.0f;
-	a->keep_scale = 1.0f;
-	mask_fill(a, n, AT_MASK);
-	att_band(a);
-	int p = 0;
-	if (a->score == SC_BILINEAR || a->score == SC_ADDITIVE) {
-		a->W = n->params[p].data;
-		a->dW = grads ? n->params[p].grad : NULL;
-		p++;
-	}
-	if (a->score == SC_ADDITIVE) {
-		a->A = (int)n->hp[AT_SIZE].i;
-		a->w2 = n->params[p].data;
-		a->dw2 = grads ? n->params[p].grad : NULL;
-		p++;
-	}
-	if (a->K > 0) {
-		a->relk = n->params[p].data;
-		a->drelk = grads ? n->params[p].grad : NULL;
+	struct roles r;
+	att_roles(n->n_in, in[n->n_in - 1].shape.ndim, &r);
+	const struct dl_tensor *q = &in[r.q], *k = &in[r.k], *v = &in[r.v];
+	int nd = q->shape.ndim;
+	struct att a;
+	attention_att(&a, n, &q->shape, &k->shape, &v->shape, 1, din != NULL);
+	struct att_ws w;
+	att_ws_layout(&a, attention_tmpf(n, a.Tq, a.Tk, a.dk), ctx->ws, &w);
+	att_build(&a, &w);
+	int N = (int)q->shape.d[0], H = nd == 4 ? (int)q->shape.d[1] : 1;
+	double p = n->hp[AT_DROPOUT].f;
+	int drop = ctx->train && ctx->saved && p > 0.0;
+	for (int b = 0; b < N; b++) {
+		set_masks(&a, n, in, &r, b, din);
+		for (int h = 0; h < H; h++) {
+			int64_t s = (int64_t)b * H + h;
+			int64_t oq = s * a.Tq * a.dq, ok = s * a.Tk * a.dk;
+			int64_t ov = s * a.Tk * a.dv, oo = s * a.Tq * a.dv;
+			unsigned char *keep =
+				drop ? (unsigned char *)ctx->saved + s * a.cells
+				     : NULL;
+			if (!din) {
+				att_slice_fwd(&a, q->data + oq, a.dq,
+					      k->data + ok, a.dk, v->data + ov,
+					      a.dv, o + oo, a.dv, &w, keep,
+					      ctx->rng, p);
+				continue;
+			}
+			float *dq = din[r.q], *dk = din[r.k], *dv = din[r.v];
+			att_slice_bwd(&a, q->data + oq, a.dq, k->data + ok,
+				      a.dk, v->data + ov, a.dv, dout + oo, a.dv,
+				      dq ? dq + oq : NULL, a.dq,
+				      dk ? dk + ok : NULL, a.dk,
+				      dv ? dv + ov : NULL, a.dv, &w, keep);
+		}
 	}
 }
 
 static void attention_fwd(struct dl_node *n, const struct dl_tensor *in,
 			  struct dl_tensor *out, struct dl_ctx *ctx)
 {
-	const struct dl_tensor *q = &in[0], *k = &in[n->n_in > 1 ? 1 : 0];
-	const struct dl_tensor *v = &in[n->n_in - 1];
-	struct att a;
-	attention_att(&a, n, &q->shape, &k->shape, 0);
-	int64_t tmpf;
-	attention_sizes(n, &q->shape, &k->shape, &tmpf);
-	int N = (int)q->shape.d[0], Dv = (int)v->shape.d[2];
-	float *S = ctx->ws, *tmp = S + 2 * (int64_t)a.Tq * a.B;
-	unsigned char *m = (unsigned char *)(tmp + tmpf);
-	for (int b = 0; b < N; b++)
-		att_slice_fwd(&a, q->data + (int64_t)b * a.Tq * a.dq, a.dq,
-			      k->data + (int64_t)b * a.Tk * a.dk, a.dk,
-			      v->data + (int64_t)b * a.Tk * Dv, Dv, Dv,
-			      out->data + (int64_t)b * a.Tq * Dv, Dv, S, tmp, m,
-			      NULL, NULL, 0.0);
+	attention_run(n, in, out->data, NULL, NULL, ctx);
 }
 
 static void attention_bwd(struct dl_node *n, const struct dl_tensor *in,
 			  const struct dl_tensor *out, const float *dout,
 			  float *const *din, struct dl_ctx *ctx)
 {
-	int iq = 0, ik = n->n_in > 1 ? 1 : 0, iv = n->n_in - 1;
-	const struct dl_tensor *q = &in[iq], *k = &in[ik], *v = &in[iv];
-	struct att a;
-	attention_att(&a, n, &q->shape, &k->shape, 1);
-	int64_t tmpf;
-	attention_sizes(n, &q->shape, &k->shape, &tmpf);
-	int N = (int)q->shape.d[0], Dv = (int)v->shape.d[2];
-	float *S = ctx->ws, *S2 = S + (int64_t)a.Tq * a.B;
-	float *tmp = S2 + (int64_t)a.Tq * a.B;
-	unsigned char *m = (unsigned char *)(tmp + tmpf);
-	for (int b = 0; b < N; b++) {
-		int64_t oq = (int64_t)b * a.Tq * a.dq,
-			ok = (int64_t)b * a.Tk * a.dk;
-		int64_t ov = (int64_t)b * a.Tk * Dv;
-		att_slice_bwd(&a, q->data + oq, a.dq, k->data + ok, a.dk,
-			      v->data + ov, Dv, Dv,
-			      dout + (int64_t)b * a.Tq * Dv, Dv,
-			      din[iq] ? din[iq] + oq : NULL, a.dq,
-			      din[ik] ? din[ik] + ok : NULL, a.dk,
-			      din[iv] ? din[iv] + ov : NULL, Dv, S, S2, tmp, m,
-			      NULL);
-	}
+	attention_run(n, in, NULL, dout, din, ctx);
 }
 
-/* Y = softmax(score(Q, K) + mask) V */
+/* Y = softmax(score(Q, K) + mask) V (+ relative values), per head for
+ * [N, H, T, d] inputs */
 static const struct dl_op_desc op_attention = {
 	.name = "attention",
-	.doc = "Y = softmax(score(Q, K) + mask) V; in: x, [q, kv] or [q, k, v]",
-	.min_in = 1, .max_in = 3,
-	.hp = attention_hp, .n_hp = AT_MASK + MK_COUNT,
+	.doc = "Y = softmax(score(Q, K) + mask) V; in: x, [q, kv] or [q, k, v] (+ attn_mask, key_padding_mask)",
+	.min_in = 1, .max_in = 5,
+	.hp = attention_hp, .n_hp = AT_N,
 	.infer = attention_infer,
 	.forward = attention_fwd,
 	.backward = attention_bwd,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
-	.params = "bilinear: weight [D_q, D_k]; additive: w.weight [attention_size, D_q + D_k], w2.weight [1, attention_size]; rel_k [2 relative_positions + 1, D_q]",
+	.params = "bilinear: weight [D_q, D_k]; additive: w.weight [attention_size, D_q + D_k], w2.weight [1, attention_size]; rel_k [2 relative_positions + 1, D_q]; relative_values: rel_v [2 relative_positions + 1, D_v]",
 };
 
 /* ---- multihead_attention ---- */
@@ -856,7 +465,7 @@ static const struct dl_hp_desc mha_hp[] = {
 
 /* Parameter indices of one multihead node */
 struct mha_p {
-	int inw, qw, kw, vw, inb, ow, ob, dw[3], db[3], rel;
+	int inw, qw, kw, vw, inb, ow, ob, dw[3], db[3], rel, relv;
 };
 
 static void mha_params(const struct dl_node *n, int sep, struct mha_p *p)
@@ -883,17 +492,18 @@ static void mha_params(const struct dl_node *n, int sep, struct mha_p *p)
 		}
 	if (n->hp[MH_MASK + MK_REL].i > 0)
 		p->rel = i++;
+	if (n->hp[MH_MASK + MK_RELV].i)
+		p->relv = i++;
 }
 
 /* scratch in floats: X[3] projections, C[3] after dconv, O, then backward's
- * dX[3], dC[3], dO, then S, S2 (Tq B each: B = Tk, or the band's width),
- * then Tk mask bytes */
+ * dX[3], dC[3], dO, then the attention core's scratch (core bytes) */
 struct mha_ws {
-	float *x[3], *c[3], *o, *dx[3], *dc[3], *dO, *S, *S2;
-	unsigned char *m;
+	float *x[3], *c[3], *o, *dx[3], *dc[3], *dO;
+	void *core;
 };
 
-static size_t mha_layout(int64_t N, int64_t Tq, int64_t Tk, int64_t B,
+static size_t mha_layout(int64_t N, int64_t Tq, int64_t Tk, size_t core,
 			 int64_t E, int dconv, void *base, struct mha_ws *w)
 {
 	float *f = base;
@@ -925,22 +535,21 @@ static size_t mha_layout(int64_t N, int64_t Tq, int64_t Tk, int64_t B,
 	if (w)
 		w->dO = f + off;
 	off += N * Tq * E;
-	if (w) {
-		w->S = f + off;
-		w->S2 = f + off + Tq * B;
-		w->m = (unsigned char *)(f + off + 2 * Tq * B);
-	}
-	off += 2 * Tq * B;
-	return sizeof(float) * (size_t)off + (size_t)Tk;
+	off += (-off) & 3; /* 16-byte alignment for the core's lists */
+	if (w)
+		w->core = f + off;
+	return sizeof(float) * (size_t)off + core;
 }
 
 static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 		     struct dl_shape *out, struct dl_error *err)
 {
-	const struct dl_shape *q, *k, *v;
-	int rc = qkv_shapes(n, in, &q, &k, &v, err);
+	struct roles r;
+	att_roles(n->n_in, in[n->n_in - 1].ndim, &r);
+	int rc = input_shapes(n, in, &r, 0, err);
 	if (rc < 0)
 		return rc;
+	const struct dl_shape *q = &in[r.q], *k = &in[r.k], *v = &in[r.v];
 	rc = mask_check(n, MH_MASK, err);
 	if (rc < 0)
 		return rc;
@@ -970,11 +579,11 @@ static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 	struct att a;
 	memset(&a, 0, sizeof a);
 	a.score = SC_SCALED;
+	a.Tq = (int)Tq;
 	a.Tk = (int)Tk;
+	a.dq = a.dk = a.dv = (int)(E / H);
 	mask_fill(&a, n, MH_MASK);
-	att_band(&a);
-	int64_t B = a.B;
-	if ((double)Tq * B * H > 1e10 || (double)N * (Tq + 2 * Tk) * E > 1e10)
+	if ((double)a.cells * H > 1e10 || (double)N * (Tq + 2 * Tk) * E > 1e10)
 		return dl_node_error(err, n, -1, "the inputs are too large");
 	int sep = KD != E || VD != E;
 	int bias = (int)n->hp[MH_BIAS].i;
@@ -1050,10 +659,18 @@ static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 		if (rc < 0)
 			return rc;
 	}
+	if (n->hp[MH_MASK + MK_RELV].i) {
+		int64_t rd[2] = {2 * K + 1, E / H};
+		struct dl_shape rs = dl_shape_make(2, rd);
+		rc = dl_node_param(n, "rel_v", &rs, DL_INIT_NORMAL, 1.0, err);
+		if (rc < 0)
+			return rc;
+	}
 	*out = *q;
-	n->ws_bytes = mha_layout(N, Tq, Tk, B, E, w > 0, NULL, NULL);
-	n->saved_bytes = p > 0.0 ? (size_t)(N * H * Tq * B) : 0;
-	n->macs = N * (Tq * E * E + Tk * E * (KD + VD) + 2 * Tq * B * E +
+	n->ws_bytes = mha_layout(N, Tq, Tk, att_ws_layout(&a, 0, NULL, NULL), E,
+				 w > 0, NULL, NULL);
+	n->saved_bytes = p > 0.0 ? (size_t)(N * H * a.cells) : 0;
+	n->macs = N * (Tq * E * E + Tk * E * (KD + VD) + 2 * a.cells * E +
 		       Tq * E * E + (Tq + 2 * Tk) * E * w);
 	return 0;
 }
@@ -1137,14 +754,16 @@ struct mha_dims {
 	int N, Tq, Tk, E, H, d, I[3], w;
 	const struct dl_tensor *x[3];
 	int ix[3];
+	struct roles r;
 };
 
 static void mha_dims(const struct dl_node *n, const struct dl_tensor *in,
 		     struct mha_dims *D)
 {
-	D->ix[0] = 0;
-	D->ix[1] = n->n_in > 1 ? 1 : 0;
-	D->ix[2] = n->n_in - 1;
+	att_roles(n->n_in, in[n->n_in - 1].shape.ndim, &D->r);
+	D->ix[0] = D->r.q;
+	D->ix[1] = D->r.k;
+	D->ix[2] = D->r.v;
 	for (int t = 0; t < 3; t++) {
 		D->x[t] = &in[D->ix[t]];
 		D->I[t] = (int)D->x[t]->shape.d[2];
@@ -1186,15 +805,18 @@ static void mha_att(struct att *a, const struct dl_node *n,
 	a->score = SC_SCALED;
 	a->Tq = D->Tq;
 	a->Tk = D->Tk;
-	a->dq = a->dk = D->d;
+	a->dq = a->dk = a->dv = D->d;
 	a->scale = (float)(1.0 / sqrt((double)D->d));
 	double pd = n->hp[MH_DROPOUT].f;
 	a->keep_scale = pd < 1.0 ? (float)(1.0 / (1.0 - pd)) : 0.0f;
 	mask_fill(a, n, MH_MASK);
-	att_band(a);
 	if (a->K > 0) {
 		a->relk = n->params[p->rel].data;
 		a->drelk = grads ? n->params[p->rel].grad : NULL;
+	}
+	if (p->relv >= 0) {
+		a->relv = n->params[p->relv].data;
+		a->drelv = grads ? n->params[p->relv].grad : NULL;
 	}
 }
 
@@ -1215,6 +837,38 @@ static void mha_project(const struct dl_node *n, const struct mha_p *p,
 	}
 }
 
+/* Every (sample, head) slice: forward into w->o (din NULL; dropout masks
+ * drawn when rng is given), or backward from w->dO into w->dc (and the
+ * masks' gradients into din) */
+static void mha_slices(const struct dl_node *n, struct att *a,
+		       const struct att_ws *aw, const struct mha_dims *D,
+		       const struct mha_ws *w, const struct dl_tensor *in,
+		       void *saved, struct dl_rng *rng, double pd,
+		       float *const *din)
+{
+	int E = D->E;
+	for (int b = 0; b < D->N; b++) {
+		set_masks(a, n, in, &D->r, b, din);
+		for (int h = 0; h < D->H; h++) {
+			int64_t oq = (int64_t)b * D->Tq * E + (int64_t)h * D->d;
+			int64_t ok = (int64_t)b * D->Tk * E + (int64_t)h * D->d;
+			unsigned char *keep =
+				saved ? (unsigned char *)saved +
+						((int64_t)b * D->H + h) * a->cells
+				      : NULL;
+			if (!din)
+				att_slice_fwd(a, w->c[0] + oq, E, w->c[1] + ok,
+					      E, w->c[2] + ok, E, w->o + oq, E,
+					      aw, keep, rng, pd);
+			else
+				att_slice_bwd(a, w->c[0] + oq, E, w->c[1] + ok,
+					      E, w->c[2] + ok, E, w->dO + oq, E,
+					      w->dc[0] + oq, E, w->dc[1] + ok,
+					      E, w->dc[2] + ok, E, aw, keep);
+		}
+	}
+}
+
 static void mha_fwd(struct dl_node *n, const struct dl_tensor *in,
 		    struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -1224,25 +878,18 @@ static void mha_fwd(struct dl_node *n, const struct dl_tensor *in,
 	mha_params(n, D.I[1] != D.E || D.I[2] != D.E, &p);
 	struct mha_ws w;
 	struct att a;
+	struct att_ws aw;
 	mha_att(&a, n, &p, &D, 0);
-	mha_layout(D.N, D.Tq, D.Tk, a.B, D.E, D.w > 0, ctx->ws, &w);
+	mha_layout(D.N, D.Tq, D.Tk, att_ws_layout(&a, 0, NULL, NULL), D.E,
+		   D.w > 0, ctx->ws, &w);
+	att_ws_layout(&a, 0, w.core, &aw);
+	att_build(&a, &aw);
 	double pd = n->hp[MH_DROPOUT].f;
 	int drop = ctx->train && ctx->saved && pd > 0.0;
 	mha_project(n, &p, &D, &w);
 	int E = D.E;
-	int64_t nn = (int64_t)D.Tq * a.B;
-	for (int b = 0; b < D.N; b++)
-		for (int h = 0; h < D.H; h++) {
-			int64_t oq = (int64_t)b * D.Tq * E + (int64_t)h * D.d;
-			int64_t ok = (int64_t)b * D.Tk * E + (int64_t)h * D.d;
-			unsigned char *keep =
-				drop ? (unsigned char *)ctx->saved +
-						((int64_t)b * D.H + h) * nn
-				     : NULL;
-			att_slice_fwd(&a, w.c[0] + oq, E, w.c[1] + ok, E,
-				      w.c[2] + ok, E, D.d, w.o + oq, E, w.S,
-				      w.S2, w.m, keep, ctx->rng, pd);
-		}
+	mha_slices(n, &a, &aw, &D, &w, in, drop ? ctx->saved : NULL, ctx->rng,
+		   pd, NULL);
 	proj_fwd(out->data, w.o, n->params[p.ow].data,
 		 p.ob >= 0 ? n->params[p.ob].data : NULL, D.N * D.Tq, E, E);
 }
@@ -1257,26 +904,19 @@ static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
 	mha_params(n, D.I[1] != D.E || D.I[2] != D.E, &p);
 	struct mha_ws w;
 	struct att a;
+	struct att_ws aw;
 	mha_att(&a, n, &p, &D, 1);
-	mha_layout(D.N, D.Tq, D.Tk, a.B, D.E, D.w > 0, ctx->ws, &w);
+	mha_layout(D.N, D.Tq, D.Tk, att_ws_layout(&a, 0, NULL, NULL), D.E,
+		   D.w > 0, ctx->ws, &w);
+	att_ws_layout(&a, 0, w.core, &aw);
+	att_build(&a, &aw);
 	double pd = n->hp[MH_DROPOUT].f;
 	int drop = ctx->train && ctx->saved && pd > 0.0;
 	int E = D.E;
-	int64_t nn = (int64_t)D.Tq * a.B;
 	mha_project(n, &p, &D, &w);
 	/* recompute the heads' output O (with the same dropout mask) */
-	for (int b = 0; b < D.N; b++)
-		for (int h = 0; h < D.H; h++) {
-			int64_t oq = (int64_t)b * D.Tq * E + (int64_t)h * D.d;
-			int64_t ok = (int64_t)b * D.Tk * E + (int64_t)h * D.d;
-			unsigned char *keep =
-				drop ? (unsigned char *)ctx->saved +
-						((int64_t)b * D.H + h) * nn
-				     : NULL;
-			att_slice_fwd(&a, w.c[0] + oq, E, w.c[1] + ok, E,
-				      w.c[2] + ok, E, D.d, w.o + oq, E, w.S,
-				      w.S2, w.m, keep, NULL, pd);
-		}
+	mha_slices(n, &a, &aw, &D, &w, in, drop ? ctx->saved : NULL, NULL, pd,
+		   NULL);
 	memset(w.dO, 0, sizeof(float) * (size_t)D.N * D.Tq * E);
 	proj_bwd(w.dO, n->params[p.ow].grad,
 		 p.ob >= 0 ? n->params[p.ob].grad : NULL, dout, w.o,
@@ -1287,20 +927,8 @@ static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
 		memset(w.dc[t], 0, sizeof(float) * (size_t)len[t]);
 		memset(w.dx[t], 0, sizeof(float) * (size_t)len[t]);
 	}
-	for (int b = 0; b < D.N; b++)
-		for (int h = 0; h < D.H; h++) {
-			int64_t oq = (int64_t)b * D.Tq * E + (int64_t)h * D.d;
-			int64_t ok = (int64_t)b * D.Tk * E + (int64_t)h * D.d;
-			const unsigned char *keep =
-				drop ? (unsigned char *)ctx->saved +
-						((int64_t)b * D.H + h) * nn
-				     : NULL;
-			att_slice_bwd(&a, w.c[0] + oq, E, w.c[1] + ok, E,
-				      w.c[2] + ok, E, D.d, w.dO + oq, E,
-				      w.dc[0] + oq, E, w.dc[1] + ok, E,
-				      w.dc[2] + ok, E, w.S, w.S2, NULL, w.m,
-				      keep);
-		}
+	mha_slices(n, &a, &aw, &D, &w, in, drop ? ctx->saved : NULL, NULL, pd,
+		   din);
 	for (int t = 0; t < 3; t++) {
 		int T = t == 0 ? D.Tq : D.Tk;
 		if (D.w > 0)
@@ -1321,7 +949,7 @@ static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
 static const struct dl_op_desc op_mha = {
 	.name = "multihead_attention",
 	.doc = "Y = concat_h(attention(Q W_q^h, K W_k^h, V W_v^h)) W_o^T + b_o (nn.MultiheadAttention)",
-	.min_in = 1, .max_in = 3,
+	.min_in = 1, .max_in = 5,
 	.hp = mha_hp, .n_hp = MH_MASK + MK_COUNT,
 	.infer = mha_infer,
 	.forward = mha_fwd,
@@ -1332,54 +960,3 @@ static const struct dl_op_desc op_mha = {
 
 const struct dl_op_desc *const dl_ops_attention[] = {&op_attention, &op_mha,
 						     NULL};
-
-/* ---- the scores for other ops (src/ops/attention.h) ---- */
-
-static void score_att(const struct dl_score *s, struct att *a)
-{
-	memset(a, 0, sizeof *a);
-	a->score = s->score;
-	a->Tq = s->Tq;
-	a->Tk = s->Tk;
-	a->dq = s->dq;
-	a->dk = s->dk;
-	a->scale = s->score == SC_SCALED ? (float)(1.0 / sqrt((double)s->dq))
-					 : 1.0f;
-	a->keep_scale = 1.0f;
-	a->window = -1;
-	a->B = s->Tk;
-	a->W = s->W;
-	a->dW = s->dW;
-	a->w2 = s->w2;
-	a->dw2 = s->dw2;
-	a->A = s->A;
-}
-
-size_t dl_score_tmp(const struct dl_score *s)
-{
-	size_t b = (size_t)s->Tq * s->dk, c = (size_t)(s->Tq + s->Tk) * s->A;
-	return 2 * (b > c ? b : c);
-}
-
-void dl_score_forward(const struct dl_score *s, const float *q, int ldq,
-		      const float *k, int ldk, float *S, float *tmp)
-{
-	struct att a;
-	score_att(s, &a);
-	att_scores(&a, q, ldq, k, ldk, S, tmp);
-}
-
-void dl_score_backward(const struct dl_score *s, const float *q, int ldq,
-		       const float *k, int ldk, const float *G, float *dq,
-		       int lddq, float *dk, int lddk, float *tmp)
-{
-	struct att a;
-	score_att(s, &a);
-	att_scores_bwd(&a, q, ldq, k, ldk, G, dq, lddq, dk, lddk, tmp);
-}
-
-_Static_assert((int)SC_SCALED == (int)DL_SCORE_SCALED_DOT &&
-	       (int)SC_DOT == (int)DL_SCORE_DOT &&
-	       (int)SC_BILINEAR == (int)DL_SCORE_BILINEAR &&
-	       (int)SC_ADDITIVE == (int)DL_SCORE_ADDITIVE,
-	       "attention.h numbers the scores as attention's `score`");

@@ -1,10 +1,90 @@
-/* The scores of the `attention` op (src/ops/attention.c), for ops that
- * attend with them step by step (attention_decoder): one block of queries
- * against one block of keys, no masks, no softmax. */
+/* The attention core shared by `attention` and `multihead_attention`
+ * (attention_core.c): scores, masks, key lists and one (sample, head)
+ * slice's forward and backward. The ops (attention.c) read hyperparameters
+ * and inputs and call these per slice; ops that attend step by step
+ * (attention_decoder) use the scores alone (dl_score_*). */
 #ifndef DL_OPS_ATTENTION_H
 #define DL_OPS_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "engine/rng.h"
+
+enum { SC_SCALED, SC_DOT, SC_BILINEAR, SC_ADDITIVE };
+
+/* One attention problem: a [Tq, dq] query block against [Tk, dk] keys and
+ * [Tk, dv] values, its masks and the score's parameters. */
+struct att {
+	int score;
+	int Tq, Tk, dq, dk, dv;  /* dq = dk except for bilinear / additive */
+	float scale;
+	int causal, any;         /* any: some sparse pattern enabled */
+	int64_t window, dilation, global, random, stride, fixed, fsum;
+	int64_t block;           /* block_size (1: patterns count tokens) */
+	uint64_t seed;
+	int K;                   /* relative positions (0: none) */
+	const float *relk;       /* [2K+1, dq] */
+	float *drelk;
+	const float *relv;       /* [2K+1, dv] relative values, or NULL */
+	float *drelv;
+	const float *W;          /* bilinear [dq, dk]; additive w.weight
+	                          * [A, dq + dk] */
+	float *dW;
+	const float *w2;         /* additive [1, A] */
+	float *dw2;
+	int A;
+	float keep_scale;        /* dropout: 1 / (1 - p) */
+
+	/* The current sample's mask inputs (NULL: none), set per sample. */
+	const float *am;         /* attn_mask [Tq, Tk] */
+	int am_int;              /* nonzero = masked (else added) */
+	float *dam;              /* gradient of a float attn_mask */
+	const float *kpm;        /* key_padding_mask [Tk]: nonzero = padding */
+
+	/* Set by att_prepare: sparse patterns use key lists, row i's keys
+	 * idx[rowptr[i] .. rowptr[i + 1]); cells = the score cells of one
+	 * slice (Tq Tk dense, a bound on the keys listed when sparse). */
+	int sparse;
+	int64_t cells;
+	const int64_t *rowptr;
+	const int *idx;
+};
+
+/* Scratch of one call: scores S and S2 [cells] each, tmp [tmpf] for
+ * bilinear / additive scores, rb [2 (2K+1)] relative-value buckets, the key
+ * lists and their build's marks. */
+struct att_ws {
+	float *S, *S2, *tmp, *rb;
+	int64_t *rowptr;
+	int *idx, *stamp, *rstamp;
+};
+
+/* Derives a->any, a->sparse and a->cells from the pattern and sizes. */
+void att_prepare(struct att *a);
+/* Lays out the scratch at base (NULL: only measure); returns its bytes. */
+size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
+		     struct att_ws *w);
+/* Builds the key lists (sparse patterns) into w and points a at them. */
+void att_build(struct att *a, struct att_ws *w);
+
+/* o [Tq, dv] (row stride ldo) = attention of one slice. keep: the slice's
+ * dropout mask [cells], drawn here when rng is given. */
+void att_slice_fwd(const struct att *a, const float *q, int ldq,
+		   const float *k, int ldk, const float *v, int ldv, float *o,
+		   int ldo, const struct att_ws *w, unsigned char *keep,
+		   struct dl_rng *rng, double p);
+/* Adds the gradients of one slice given go = dL/do: dq, dk, dvv (NULL: not
+ * needed), the score's and relative tables' parameters, a float
+ * attn_mask's. */
+void att_slice_bwd(const struct att *a, const float *q, int ldq,
+		   const float *k, int ldk, const float *v, int ldv,
+		   const float *go, int ldgo, float *dq, int lddq, float *dk,
+		   int lddk, float *dvv, int lddv, const struct att_ws *w,
+		   const unsigned char *keep);
+
+/* ---- the scores alone: one block of queries against one block of keys,
+ * no masks, no softmax (attention_decoder) ---- */
 
 /* The order of attention's `score` choices. */
 enum { DL_SCORE_SCALED_DOT, DL_SCORE_DOT, DL_SCORE_BILINEAR, DL_SCORE_ADDITIVE };

@@ -1,0 +1,802 @@
+/* The attention core: scores (scaled-dot, dot, bilinear, additive, Shaw's
+ * relative keys), masks (causal, an attn_mask, a key_padding_mask), the
+ * sparse patterns' key lists, dropout on the weights and Shaw's relative
+ * values, for one (sample, head) slice at a time.
+ *
+ * With no sparse pattern a slice materialises its [Tq, Tk] scores (the
+ * masks make some of them -inf) and multiplies with dl_sgemm. With a
+ * pattern (window with dilation, global tokens, random keys, stride, fixed,
+ * their block forms and unions) each query gets a list of its allowed keys,
+ * built once per call in planned scratch (CSR: row pointers and key
+ * indices), and every score, probability and gradient lives on that list:
+ * O(T k) time and memory for k keys per query, never T x T. Backward
+ * recomputes the probabilities from the inputs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/gemm.h"
+#include "ops/attention.h"
+
+static int64_t ceildiv(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* ---- the key lists ---- */
+
+/* Tokens that count as global: the first g tokens, or blocks */
+static int64_t global_len(const struct att *a)
+{
+	int64_t g = a->global * a->block;
+	return g < a->Tk ? g : a->Tk;
+}
+
+/* An upper bound on query i's keys */
+static int64_t row_bound(const struct att *a, int64_t i)
+{
+	int64_t Tk = a->Tk, B = a->block, c = 0;
+	if (a->global > 0 && i < a->global * B)
+		return Tk;
+	if (a->window >= 0)
+		c += (2 * a->window + 1) * B;
+	if (a->stride > 0)
+		c += 2 * a->stride + Tk / a->stride + 1;
+	if (a->fixed > 0)
+		c += a->fixed + a->fsum * (Tk / a->fixed + 1);
+	c += global_len(a);
+	c += a->random * B;
+	return c < Tk ? c : Tk;
+}
+
+void att_prepare(struct att *a)
+{
+	a->any = a->window >= 0 || a->stride > 0 || a->fixed > 0 ||
+		 a->global > 0 || a->random > 0;
+	a->sparse = a->any;
+	if (!a->sparse) {
+		a->cells = (int64_t)a->Tq * a->Tk;
+		return;
+	}
+	int64_t c = 0;
+	for (int64_t i = 0; i < a->Tq; i++)
+		c += row_bound(a, i);
+	a->cells = c;
+}
+
+static size_t round16(size_t b)
+{
+	return (b + 15) & ~(size_t)15;
+}
+
+size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
+		     struct att_ws *w)
+{
+	char *p = base;
+	size_t off = 0;
+	size_t cells = (size_t)a->cells;
+	size_t rbf = a->K > 0 ? (size_t)(2 * (2 * a->K + 1)) : 0;
+	size_t sz[8] = {
+		sizeof(float) * cells, sizeof(float) * cells,
+		sizeof(float) * (size_t)tmpf, sizeof(float) * rbf,
+		a->sparse ? sizeof(int64_t) * (size_t)(a->Tq + 1) : 0,
+		a->sparse ? sizeof(int) * cells : 0,
+		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
+		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
+	};
+	void *ptr[8];
+	for (int t = 0; t < 8; t++) {
+		ptr[t] = p ? p + off : NULL;
+		off += round16(sz[t]);
+	}
+	if (w) {
+		w->S = ptr[0];
+		w->S2 = ptr[1];
+		w->tmp = ptr[2];
+		w->rb = ptr[3];
+		w->rowptr = ptr[4];
+		w->idx = ptr[5];
+		w->stamp = ptr[6];
+		w->rstamp = ptr[7];
+	}
+	return off;
+}
+
+static int cmp_int(const void *x, const void *y)
+{
+	int a = *(const int *)x, b = *(const int *)y;
+	return (a > b) - (a < b);
+}
+
+/* Adds keys [j0, j1) to row i's list at *c (the marks drop repeats) */
+static void add_range(const struct att *a, int i, int64_t j0, int64_t j1,
+		      int *row, int *stamp, int64_t *c)
+{
+	if (j0 < 0)
+		j0 = 0;
+	if (j1 > a->Tk)
+		j1 = a->Tk;
+	if (a->causal && j1 > (int64_t)i + 1)
+		j1 = (int64_t)i + 1;
+	for (int64_t j = j0; j < j1; j++)
+		if (stamp[j] != i) {
+			stamp[j] = i;
+			row[(*c)++] = (int)j;
+		}
+}
+
+/* Query i's keys, unsorted, into row; returns their count. Random keys:
+ * min(r, n) distinct draws per query (per query block with block_size:
+ * blocks) from splitmix64 seeded by (seed, query or block index), redrawn
+ * on repeats; the same in every call. */
+static int64_t row_keys(const struct att *a, int i, int *row, int *stamp,
+			int *rstamp)
+{
+	int64_t c = 0, Tk = a->Tk, B = a->block;
+	int64_t nb = ceildiv(Tk, B), bi = i / B;
+	if (a->global > 0 && i < a->global * B) {
+		add_range(a, i, 0, Tk, row, stamp, &c);
+		return c;
+	}
+	if (a->window >= 0) {
+		int64_t d = a->dilation, w = a->window;
+		for (int64_t t = -w; t <= w; t++) {
+			int64_t bj = bi + t * d;
+			if (bj >= 0 && bj < nb)
+				add_range(a, i, bj * B, (bj + 1) * B, row,
+					  stamp, &c);
+		}
+	}
+	if (a->stride > 0) {
+		int64_t l = a->stride;
+		add_range(a, i, (int64_t)i - l + 1, (int64_t)i + l, row, stamp,
+			  &c);
+		for (int64_t j = i % l; j < Tk; j += l)
+			add_range(a, i, j, j + 1, row, stamp, &c);
+	}
+	if (a->fixed > 0) {
+		int64_t l = a->fixed;
+		add_range(a, i, i / l * l, i / l * l + l, row, stamp, &c);
+		for (int64_t s = 0; s < Tk; s += l)
+			add_range(a, i, s + l - a->fsum, s + l, row, stamp, &c);
+	}
+	if (a->global > 0)
+		add_range(a, i, 0, global_len(a), row, stamp, &c);
+	if (a->random > 0) {
+		int64_t r = a->random < nb ? a->random : nb;
+		uint64_t s = a->seed * 0x9E3779B97F4A7C15ULL +
+			     (uint64_t)(B > 1 ? bi : i) * 0xD1B54A32D192ED03ULL;
+		for (int64_t t = 0; t < r; t++) {
+			int64_t kb;
+			do
+				kb = (int64_t)(splitmix64(&s) % (uint64_t)nb);
+			while (rstamp[kb] == i);
+			rstamp[kb] = i;
+			add_range(a, i, kb * B, kb * B + B, row, stamp, &c);
+		}
+	}
+	return c;
+}
+
+void att_build(struct att *a, struct att_ws *w)
+{
+	if (!a->sparse)
+		return;
+	for (int j = 0; j < a->Tk; j++)
+		w->stamp[j] = w->rstamp[j] = -1;
+	int64_t pos = 0;
+	w->rowptr[0] = 0;
+	for (int i = 0; i < a->Tq; i++) {
+		int *row = w->idx + pos;
+		int64_t c = row_keys(a, i, row, w->stamp, w->rstamp);
+		qsort(row, (size_t)c, sizeof *row, cmp_int);
+		pos += c;
+		w->rowptr[i + 1] = pos;
+	}
+	a->rowptr = w->rowptr;
+	a->idx = w->idx;
+}
+
+/* ---- scores ---- */
+
+static int rel_index(const struct att *a, int i, int j)
+{
+	int r = j - i;
+	if (r < -a->K)
+		r = -a->K;
+	if (r > a->K)
+		r = a->K;
+	return r + a->K;
+}
+
+/* key t of a row: js[t], or t for a dense row (js NULL) */
+static inline int key_at(const int *js, int t)
+{
+	return js ? js[t] : t;
+}
+
+static float dot(const float *x, const float *y, int n)
+{
+	float acc = 0.0f;
+	for (int e = 0; e < n; e++)
+		acc += x[e] * y[e];
+	return acc;
+}
+
+static void axpy(float alpha, const float *x, float *y, int n)
+{
+	for (int e = 0; e < n; e++)
+		y[e] += alpha * x[e];
+}
+
+/* s[t] += scale q_i . rel_k[clip(j - i) + K] over row i's keys */
+static void rel_scores(const struct att *a, const float *qi, int i,
+		       const int *js, int c, float *s)
+{
+	for (int t = 0; t < c; t++) {
+		const float *rk = a->relk +
+			(int64_t)rel_index(a, i, key_at(js, t)) * a->dq;
+		double acc = 0.0;
+		for (int e = 0; e < a->dq; e++)
+			acc += (double)qi[e] * rk[e];
+		s[t] += a->scale * (float)acc;
+	}
+}
+
+/* The same keys given g = dL/ds: dqi += scale g rel_k (dqi NULL: not
+ * needed), drel_k += scale g q_i */
+static void rel_bwd(const struct att *a, const float *qi, int i,
+		    const int *js, int c, const float *g, float *dqi)
+{
+	for (int t = 0; t < c; t++) {
+		float gg = a->scale * g[t];
+		if (gg == 0.0f)
+			continue;
+		int64_t r = rel_index(a, i, key_at(js, t));
+		const float *rk = a->relk + r * a->dq;
+		float *drk = a->drelk ? a->drelk + r * a->dq : NULL;
+		for (int e = 0; e < a->dq; e++) {
+			if (dqi)
+				dqi[e] += gg * rk[e];
+			if (drk)
+				drk[e] += gg * qi[e];
+		}
+	}
+}
+
+/* Dense scores S[Tq, Tk] = score(q, k); tmp: bilinear [Tq, dk], additive
+ * [(Tq + Tk) A] */
+static void dense_scores(const struct att *a, const float *q, int ldq,
+			 const float *k, int ldk, float *S, float *tmp)
+{
+	int Tq = a->Tq, Tk = a->Tk;
+	switch (a->score) {
+	case SC_SCALED:
+	case SC_DOT:
+		dl_sgemm(0, 1, Tq, Tk, a->dq, a->scale, q, ldq, k, ldk, 0.0f, S,
+			 Tk);
+		if (a->K > 0)
+			for (int i = 0; i < Tq; i++)
+				rel_scores(a, q + (int64_t)i * ldq, i, NULL, Tk,
+					   S + (int64_t)i * Tk);
+		break;
+	case SC_BILINEAR:
+		dl_sgemm(0, 0, Tq, a->dk, a->dq, 1.0f, q, ldq, a->W, a->dk,
+			 0.0f, tmp, a->dk);
+		dl_sgemm(0, 1, Tq, Tk, a->dk, 1.0f, tmp, a->dk, k, ldk, 0.0f, S,
+			 Tk);
+		break;
+	case SC_ADDITIVE: {
+		int A = a->A, ld = a->dq + a->dk;
+		float *aq = tmp, *ak = tmp + (int64_t)Tq * A;
+		dl_sgemm(0, 1, Tq, A, a->dq, 1.0f, q, ldq, a->W, ld, 0.0f, aq,
+			 A);
+		dl_sgemm(0, 1, Tk, A, a->dk, 1.0f, k, ldk, a->W + a->dq, ld,
+			 0.0f, ak, A);
+		for (int i = 0; i < Tq; i++)
+			for (int j = 0; j < Tk; j++) {
+				const float *x = aq + (int64_t)i * A;
+				const float *y = ak + (int64_t)j * A;
+				double acc = 0.0;
+				for (int c = 0; c < A; c++)
+					acc += (double)a->w2[c] *
+					       tanh((double)x[c] + y[c]);
+				S[(int64_t)i * Tk + j] = (float)acc;
+			}
+		break;
+	}
+	}
+}
+
+/* The key-list scores P[cells] (layout of a->rowptr); tmp as for
+ * dense_scores */
+static void sparse_scores(const struct att *a, const float *q, int ldq,
+			  const float *k, int ldk, float *P, float *tmp)
+{
+	int Tq = a->Tq, Tk = a->Tk, A = a->A;
+	const float *qe = q;
+	int lde = ldq, de = a->dq;
+	float sc = a->scale;
+	if (a->score == SC_BILINEAR) {
+		dl_sgemm(0, 0, Tq, a->dk, a->dq, 1.0f, q, ldq, a->W, a->dk,
+			 0.0f, tmp, a->dk);
+		qe = tmp;
+		lde = de = a->dk;
+	} else if (a->score == SC_ADDITIVE) {
+		int ld = a->dq + a->dk;
+		dl_sgemm(0, 1, Tq, A, a->dq, 1.0f, q, ldq, a->W, ld, 0.0f, tmp,
+			 A);
+		dl_sgemm(0, 1, Tk, A, a->dk, 1.0f, k, ldk, a->W + a->dq, ld,
+			 0.0f, tmp + (int64_t)Tq * A, A);
+	}
+	for (int i = 0; i < Tq; i++) {
+		int64_t r0 = a->rowptr[i];
+		int c = (int)(a->rowptr[i + 1] - r0);
+		const int *js = a->idx + r0;
+		float *s = P + r0;
+		if (a->score == SC_ADDITIVE) {
+			const float *x = tmp + (int64_t)i * A;
+			for (int t = 0; t < c; t++) {
+				const float *y = tmp + ((int64_t)Tq + js[t]) * A;
+				double acc = 0.0;
+				for (int e = 0; e < A; e++)
+					acc += (double)a->w2[e] *
+					       tanh((double)x[e] + y[e]);
+				s[t] = (float)acc;
+			}
+			continue;
+		}
+		const float *qi = qe + (int64_t)i * lde;
+		for (int t = 0; t < c; t++)
+			s[t] = sc * dot(qi, k + (int64_t)js[t] * ldk, de);
+		if (a->K > 0)
+			rel_scores(a, q + (int64_t)i * ldq, i, js, c, s);
+	}
+}
+
+/* ---- softmax with the masks ---- */
+
+/* Row i's scores s[c] (keys js, NULL: all Tk) -> probabilities, with the
+ * attn_mask, key padding (nonzero = padding, whatever the input's dtype)
+ * and (dense rows) causal mask; masked keys and
+ * -inf scores get 0, a row with no allowed key becomes zeros. Each mask is
+ * its own loop, so the common unmasked row is three plain loops. */
+static void row_softmax(const struct att *a, int i, const int *js, int c,
+			float *s)
+{
+	int n = c;
+	if (!js && a->causal && i + 1 < c) {
+		memset(s + i + 1, 0, sizeof(float) * (size_t)(c - i - 1));
+		n = i + 1;
+	}
+	if (a->am) {
+		const float *am = a->am + (int64_t)i * a->Tk;
+		for (int t = 0; t < n; t++) {
+			float m = am[key_at(js, t)];
+			if (!a->am_int)
+				s[t] += m;
+			else if (m != 0.0f)
+				s[t] = -INFINITY;
+		}
+	}
+	if (a->kpm)
+		for (int t = 0; t < n; t++)
+			if (a->kpm[key_at(js, t)] != 0.0f)
+				s[t] = -INFINITY;
+	float mx = -INFINITY;
+	for (int t = 0; t < n; t++)
+		mx = s[t] > mx ? s[t] : mx;
+	if (mx == -INFINITY) {
+		memset(s, 0, sizeof(float) * (size_t)n);
+		return;
+	}
+	double sum = 0.0;
+	for (int t = 0; t < n; t++) {
+		s[t] = expf(s[t] - mx);
+		sum += s[t];
+	}
+	float inv = (float)(1.0 / sum);
+	for (int t = 0; t < n; t++)
+		s[t] *= inv;
+}
+
+/* Row i's keys and scores in a slice's cells: dense rows or key lists */
+static void row_span(const struct att *a, int i, const int **js, int *c,
+		     int64_t *r0)
+{
+	if (a->sparse) {
+		*r0 = a->rowptr[i];
+		*c = (int)(a->rowptr[i + 1] - *r0);
+		*js = a->idx + *r0;
+	} else {
+		*r0 = (int64_t)i * a->Tk;
+		*c = a->Tk;
+		*js = NULL;
+	}
+}
+
+/* P[cells]: the probabilities of one slice */
+static void slice_probs(const struct att *a, const float *q, int ldq,
+			const float *k, int ldk, float *P, float *tmp)
+{
+	if (a->sparse)
+		sparse_scores(a, q, ldq, k, ldk, P, tmp);
+	else
+		dense_scores(a, q, ldq, k, ldk, P, tmp);
+	for (int i = 0; i < a->Tq; i++) {
+		const int *js;
+		int c;
+		int64_t r0;
+		row_span(a, i, &js, &c, &r0);
+		row_softmax(a, i, js, c, P + r0);
+	}
+}
+
+/* ---- relative values: buckets of a row's weights by clip(j - i) ---- */
+
+/* rb[2K+1] = sum of p[t] over the keys with each relative index */
+static void rel_buckets(const struct att *a, int i, const int *js, int c,
+			const float *p, float *rb)
+{
+	memset(rb, 0, sizeof(float) * (size_t)(2 * a->K + 1));
+	for (int t = 0; t < c; t++)
+		rb[rel_index(a, i, key_at(js, t))] += p[t];
+}
+
+/* ---- one slice ---- */
+
+void att_slice_fwd(const struct att *a, const float *q, int ldq,
+		   const float *k, int ldk, const float *v, int ldv, float *o,
+		   int ldo, const struct att_ws *w, unsigned char *keep,
+		   struct dl_rng *rng, double p)
+{
+	float *P = w->S;
+	int dv = a->dv;
+	slice_probs(a, q, ldq, k, ldk, P, w->tmp);
+	if (keep) {
+		int64_t n = a->sparse ? a->rowptr[a->Tq] : a->cells;
+		for (int64_t t = 0; t < n; t++) {
+			if (rng)
+				keep[t] = p < 1.0 && dl_rng_uniform(rng) >= p;
+			P[t] = keep[t] ? P[t] * a->keep_scale : 0.0f;
+		}
+	}
+	if (!a->sparse)
+		dl_sgemm(0, 0, a->Tq, dv, a->Tk, 1.0f, P, a->Tk, v, ldv, 0.0f,
+			 o, ldo);
+	for (int i = 0; i < a->Tq; i++) {
+		const int *js;
+		int c;
+		int64_t r0;
+		row_span(a, i, &js, &c, &r0);
+		float *oi = o + (int64_t)i * ldo;
+		const float *pi = P + r0;
+		if (a->sparse) {
+			memset(oi, 0, sizeof(float) * (size_t)dv);
+			for (int t = 0; t < c; t++)
+				if (pi[t] != 0.0f)
+					axpy(pi[t], v + (int64_t)js[t] * ldv,
+					     oi, dv);
+		}
+		if (a->relv) {
+			rel_buckets(a, i, js, c, pi, w->rb);
+			for (int r = 0; r <= 2 * a->K; r++)
+				if (w->rb[r] != 0.0f)
+					axpy(w->rb[r],
+					     a->relv + (int64_t)r * dv, oi, dv);
+		}
+	}
+}
+
+/* Score gradients of a dense slice given G = dL/dS [Tq, Tk]; tmp as for
+ * dense_scores plus as much again */
+static void dense_scores_bwd(const struct att *a, const float *q, int ldq,
+			     const float *k, int ldk, const float *G,
+			     float *dq, int lddq, float *dk, int lddk,
+			     float *tmp)
+{
+	int Tq = a->Tq, Tk = a->Tk;
+	switch (a->score) {
+	case SC_SCALED:
+	case SC_DOT:
+		if (dq)
+			dl_sgemm(0, 0, Tq, a->dq, Tk, a->scale, G, Tk, k, ldk,
+				 1.0f, dq, lddq);
+		if (dk)
+			dl_sgemm(1, 0, Tk, a->dq, Tq, a->scale, G, Tk, q, ldq,
+				 1.0f, dk, lddk);
+		if (a->K > 0)
+			for (int i = 0; i < Tq; i++)
+				rel_bwd(a, q + (int64_t)i * ldq, i, NULL, Tk,
+					G + (int64_t)i * Tk,
+					dq ? dq + (int64_t)i * lddq : NULL);
+		break;
+	case SC_BILINEAR: {
+		float *qw = tmp, *dqw = tmp + (int64_t)Tq * a->dk;
+		dl_sgemm(0, 0, Tq, a->dk, a->dq, 1.0f, q, ldq, a->W, a->dk,
+			 0.0f, qw, a->dk);
+		if (dk)
+			dl_sgemm(1, 0, Tk, a->dk, Tq, 1.0f, G, Tk, qw, a->dk,
+				 1.0f, dk, lddk);
+		dl_sgemm(0, 0, Tq, a->dk, Tk, 1.0f, G, Tk, k, ldk, 0.0f, dqw,
+			 a->dk);
+		if (dq)
+			dl_sgemm(0, 1, Tq, a->dq, a->dk, 1.0f, dqw, a->dk, a->W,
+				 a->dk, 1.0f, dq, lddq);
+		if (a->dW)
+			dl_sgemm(1, 0, a->dq, a->dk, Tq, 1.0f, q, ldq, dqw,
+				 a->dk, 1.0f, a->dW, a->dk);
+		break;
+	}
+	case SC_ADDITIVE:
+		break; /* shared with the key lists: pairs_additive_bwd */
+	}
+}
+
+/* Additive score gradients over row i's keys given g = dL/ds */
+static void additive_row_bwd(const struct att *a, int i, const int *js,
+			     int c, const float *g, const float *aq,
+			     const float *ak, float *daq, float *dak)
+{
+	int A = a->A;
+	const float *x = aq + (int64_t)i * A;
+	float *dx = daq + (int64_t)i * A;
+	for (int t = 0; t < c; t++) {
+		float gs = g[t];
+		if (gs == 0.0f)
+			continue;
+		int j = key_at(js, t);
+		const float *y = ak + (int64_t)j * A;
+		float *dy = dak + (int64_t)j * A;
+		for (int e = 0; e < A; e++) {
+			float th = (float)tanh((double)x[e] + y[e]);
+			if (a->dw2)
+				a->dw2[e] += gs * th;
+			float gg = gs * a->w2[e] * (1.0f - th * th);
+			dx[e] += gg;
+			dy[e] += gg;
+		}
+	}
+}
+
+void att_slice_bwd(const struct att *a, const float *q, int ldq,
+		   const float *k, int ldk, const float *v, int ldv,
+		   const float *go, int ldgo, float *dq, int lddq, float *dk,
+		   int lddk, float *dvv, int lddv, const struct att_ws *w,
+		   const unsigned char *keep)
+{
+	int Tq = a->Tq, Tk = a->Tk, dv = a->dv, A = a->A;
+	float *P = w->S, *G = w->S2, *tmp = w->tmp;
+	float ks = a->keep_scale;
+	slice_probs(a, q, ldq, k, ldk, P, tmp);
+	if (!a->sparse) {
+		/* dV += Pd^T go, with G holding the dropped-out weights */
+		const float *pd = P;
+		if (keep) {
+			for (int64_t t = 0; t < a->cells; t++)
+				G[t] = keep[t] ? P[t] * ks : 0.0f;
+			pd = G;
+		}
+		if (dvv)
+			dl_sgemm(1, 0, Tk, dv, Tq, 1.0f, pd, Tk, go, ldgo, 1.0f,
+				 dvv, lddv);
+		if (a->drelv)
+			for (int i = 0; i < Tq; i++) {
+				rel_buckets(a, i, NULL, Tk,
+					    pd + (int64_t)i * Tk, w->rb);
+				for (int r = 0; r <= 2 * a->K; r++)
+					axpy(w->rb[r], go + (int64_t)i * ldgo,
+					     a->drelv + (int64_t)r * dv, dv);
+			}
+		/* G = dL/dPd */
+		dl_sgemm(0, 1, Tq, Tk, dv, 1.0f, go, ldgo, v, ldv, 0.0f, G, Tk);
+	}
+	float *u = w->rb + (a->K > 0 ? 2 * a->K + 1 : 0);
+	for (int i = 0; i < Tq; i++) {
+		const int *js;
+		int c;
+		int64_t r0;
+		row_span(a, i, &js, &c, &r0);
+		const float *gi = go + (int64_t)i * ldgo;
+		const float *pi = P + r0;
+		float *g = G + r0;
+		const unsigned char *kp = keep ? keep + r0 : NULL;
+		if (a->sparse) {
+			for (int t = 0; t < c; t++) {
+				const float *vj = v + (int64_t)js[t] * ldv;
+				g[t] = dot(gi, vj, dv);
+				float pd = kp ? (kp[t] ? pi[t] * ks : 0.0f)
+					      : pi[t];
+				if (dvv && pd != 0.0f)
+					axpy(pd, gi,
+					     dvv + (int64_t)js[t] * lddv, dv);
+			}
+			if (a->drelv) {
+				for (int t = 0; t < c; t++) {
+					int r = rel_index(a, i, js[t]);
+					float pd = kp ? (kp[t] ? pi[t] * ks
+							       : 0.0f)
+						      : pi[t];
+					if (pd != 0.0f)
+						axpy(pd, gi,
+						     a->drelv + (int64_t)r * dv,
+						     dv);
+				}
+			}
+		}
+		if (a->relv) {
+			/* dL/dPd += go_i . rel_v[clip(j - i) + K] */
+			for (int r = 0; r <= 2 * a->K; r++)
+				u[r] = dot(gi, a->relv + (int64_t)r * dv, dv);
+			for (int t = 0; t < c; t++)
+				g[t] += u[rel_index(a, i, key_at(js, t))];
+		}
+		if (kp)
+			for (int t = 0; t < c; t++)
+				g[t] = kp[t] ? g[t] * ks : 0.0f;
+		/* dL/dS = P (dP - sum P dP) */
+		double sdot = 0.0;
+		for (int t = 0; t < c; t++)
+			sdot += (double)pi[t] * g[t];
+		for (int t = 0; t < c; t++)
+			g[t] = pi[t] * (g[t] - (float)sdot);
+		if (a->dam) {
+			float *dm = a->dam + (int64_t)i * Tk;
+			for (int t = 0; t < c; t++)
+				dm[key_at(js, t)] += g[t];
+		}
+	}
+	if (a->score == SC_ADDITIVE) {
+		int ld = a->dq + a->dk;
+		float *aq = tmp, *ak = tmp + (int64_t)Tq * A;
+		float *daq = ak + (int64_t)Tk * A, *dak = daq + (int64_t)Tq * A;
+		dl_sgemm(0, 1, Tq, A, a->dq, 1.0f, q, ldq, a->W, ld, 0.0f, aq,
+			 A);
+		dl_sgemm(0, 1, Tk, A, a->dk, 1.0f, k, ldk, a->W + a->dq, ld,
+			 0.0f, ak, A);
+		memset(daq, 0, sizeof(float) * (size_t)(Tq + Tk) * A);
+		for (int i = 0; i < Tq; i++) {
+			const int *js;
+			int c;
+			int64_t r0;
+			row_span(a, i, &js, &c, &r0);
+			additive_row_bwd(a, i, js, c, G + r0, aq, ak, daq, dak);
+		}
+		if (dq)
+			dl_sgemm(0, 0, Tq, a->dq, A, 1.0f, daq, A, a->W, ld,
+				 1.0f, dq, lddq);
+		if (dk)
+			dl_sgemm(0, 0, Tk, a->dk, A, 1.0f, dak, A, a->W + a->dq,
+				 ld, 1.0f, dk, lddk);
+		if (a->dW) {
+			dl_sgemm(1, 0, A, a->dq, Tq, 1.0f, daq, A, q, ldq, 1.0f,
+				 a->dW, ld);
+			dl_sgemm(1, 0, A, a->dk, Tk, 1.0f, dak, A, k, ldk, 1.0f,
+				 a->dW + a->dq, ld);
+		}
+		return;
+	}
+	if (!a->sparse) {
+		dense_scores_bwd(a, q, ldq, k, ldk, G, dq, lddq, dk, lddk, tmp);
+		return;
+	}
+	/* key lists: scaled-dot, dot (query side q) or bilinear (q W) */
+	const float *qe = q;
+	float *dqe = dq;
+	int lde = ldq, ldde = lddq, de = a->dq;
+	float sc = a->scale;
+	if (a->score == SC_BILINEAR) {
+		float *qw = tmp, *dqw = tmp + (int64_t)Tq * a->dk;
+		dl_sgemm(0, 0, Tq, a->dk, a->dq, 1.0f, q, ldq, a->W, a->dk,
+			 0.0f, qw, a->dk);
+		memset(dqw, 0, sizeof(float) * (size_t)Tq * a->dk);
+		qe = qw;
+		dqe = dqw;
+		lde = ldde = de = a->dk;
+	}
+	for (int i = 0; i < Tq; i++) {
+		int64_t r0 = a->rowptr[i];
+		int c = (int)(a->rowptr[i + 1] - r0);
+		const int *js = a->idx + r0;
+		const float *g = G + r0;
+		const float *qi = qe + (int64_t)i * lde;
+		float *dqi = dqe ? dqe + (int64_t)i * ldde : NULL;
+		for (int t = 0; t < c; t++) {
+			float gg = sc * g[t];
+			if (gg == 0.0f)
+				continue;
+			if (dqi)
+				axpy(gg, k + (int64_t)js[t] * ldk, dqi, de);
+			if (dk)
+				axpy(gg, qi, dk + (int64_t)js[t] * lddk, de);
+		}
+		if (a->K > 0)
+			rel_bwd(a, q + (int64_t)i * ldq, i, js, c, g,
+				dq ? dq + (int64_t)i * lddq : NULL);
+	}
+	if (a->score == SC_BILINEAR) {
+		float *dqw = tmp + (int64_t)Tq * a->dk;
+		if (dq)
+			dl_sgemm(0, 1, Tq, a->dq, a->dk, 1.0f, dqw, a->dk, a->W,
+				 a->dk, 1.0f, dq, lddq);
+		if (a->dW)
+			dl_sgemm(1, 0, a->dq, a->dk, Tq, 1.0f, q, ldq, dqw,
+				 a->dk, 1.0f, a->dW, a->dk);
+	}
+}
+
+/* ---- the scores alone (attention.h, dl_score_*) ---- */
+
+_Static_assert((int)SC_SCALED == (int)DL_SCORE_SCALED_DOT &&
+	       (int)SC_DOT == (int)DL_SCORE_DOT &&
+	       (int)SC_BILINEAR == (int)DL_SCORE_BILINEAR &&
+	       (int)SC_ADDITIVE == (int)DL_SCORE_ADDITIVE,
+	       "attention.h numbers the scores as attention's `score`");
+
+static void score_att(const struct dl_score *s, struct att *a)
+{
+	memset(a, 0, sizeof *a);
+	a->score = s->score;
+	a->Tq = s->Tq;
+	a->Tk = s->Tk;
+	a->dq = s->dq;
+	a->dk = s->dk;
+	a->scale = s->score == SC_SCALED ? (float)(1.0 / sqrt((double)s->dq)) : 1.0f;
+	a->keep_scale = 1.0f;
+	a->block = 1;
+	a->W = s->W;
+	a->dW = s->dW;
+	a->w2 = s->w2;
+	a->dw2 = s->dw2;
+	a->A = s->A;
+}
+
+size_t dl_score_tmp(const struct dl_score *s)
+{
+	size_t b = (size_t)s->Tq * s->dk, c = (size_t)(s->Tq + s->Tk) * s->A;
+	return 2 * (b > c ? b : c);
+}
+
+void dl_score_forward(const struct dl_score *s, const float *q, int ldq,
+		      const float *k, int ldk, float *S, float *tmp)
+{
+	struct att a;
+	score_att(s, &a);
+	dense_scores(&a, q, ldq, k, ldk, S, tmp);
+}
+
+void dl_score_backward(const struct dl_score *s, const float *q, int ldq,
+		       const float *k, int ldk, const float *G, float *dq,
+		       int lddq, float *dk, int lddk, float *tmp)
+{
+	struct att a;
+	score_att(s, &a);
+	if (a.score != SC_ADDITIVE) {
+		dense_scores_bwd(&a, q, ldq, k, ldk, G, dq, lddq, dk, lddk, tmp);
+		return;
+	}
+	int Tq = a.Tq, Tk = a.Tk, A = a.A, ld = a.dq + a.dk;
+	float *aq = tmp, *ak = tmp + (int64_t)Tq * A;
+	float *daq = ak + (int64_t)Tk * A, *dak = daq + (int64_t)Tq * A;
+	dl_sgemm(0, 1, Tq, A, a.dq, 1.0f, q, ldq, a.W, ld, 0.0f, aq, A);
+	dl_sgemm(0, 1, Tk, A, a.dk, 1.0f, k, ldk, a.W + a.dq, ld, 0.0f, ak, A);
+	memset(daq, 0, sizeof(float) * (size_t)(Tq + Tk) * A);
+	for (int i = 0; i < Tq; i++)
+		additive_row_bwd(&a, i, NULL, Tk, G + (int64_t)i * Tk, aq, ak, daq, dak);
+	if (dq)
+		dl_sgemm(0, 0, Tq, a.dq, A, 1.0f, daq, A, a.W, ld, 1.0f, dq, lddq);
+	if (dk)
+		dl_sgemm(0, 0, Tk, a.dk, A, 1.0f, dak, A, a.W + a.dq, ld, 1.0f, dk, lddk);
+	if (a.dW) {
+		dl_sgemm(1, 0, A, a.dq, Tq, 1.0f, daq, A, q, ldq, 1.0f, a.dW, ld);
+		dl_sgemm(1, 0, A, a.dk, Tk, 1.0f, dak, A, k, ldk, 1.0f, a.dW + a.dq, ld);
+	}
+}
