@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Writes the ONNX import fixtures of tests/import.sh: for each small model,
+tests/data/onnx/NAME.onnx (torch.onnx.export, random weights from a fixed
+seed), NAME-input.npy (a batch of 2 or 3) and NAME-expected.npy (PyTorch's
+output for it, computed in float64 from the float32 weights and rounded
+once). Re-running it reproduces the committed files.
+Run with Debian's python3-torch: /usr/bin/python3 tools/gen_onnx_fixtures.py
+"""
+
+import io
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SmallCNN(nn.Module):
+    """conv, batch norm (folded by the exporter), relu, max pool, avg pool,
+    flatten, linear, log_softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(6)
+        self.conv2 = nn.Conv2d(6, 8, 3, padding=(1, 0))
+        self.bn2 = nn.BatchNorm1d(8 * 3 * 2)
+        self.fc = nn.Linear(8 * 3 * 2, 5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.avg_pool2d(F.leaky_relu(self.conv2(x), 0.2), 2, ceil_mode=True)
+        x = torch.flatten(x, 1)
+        return F.log_softmax(self.fc(self.bn2(x)), dim=1)
+
+
+class Residual(nn.Module):
+    """A ResNet basic block with a projection shortcut, then global average
+    pooling and a classifier, as torchvision writes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 8, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.down = nn.Sequential(nn.Conv2d(4, 8, 1, stride=2, bias=False),
+                                  nn.BatchNorm2d(8))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        y = F.relu(y + self.down(x))
+        return self.fc(torch.flatten(self.pool(y), 1))
+
+
+class Separable(nn.Module):
+    """Depthwise-separable block with sigmoid gating (SiLU) and a
+    squeeze-and-excitation product, as in EfficientNet; a transposed
+    convolution; a tanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.pw = nn.Conv2d(6, 5, 1)
+        self.se1 = nn.Conv2d(5, 2, 1)
+        self.se2 = nn.Conv2d(2, 5, 1)
+        self.up = nn.ConvTranspose2d(5, 3, 3, stride=2, padding=1,
+                                     output_padding=1)
+
+    def forward(self, x):
+        x = F.silu(self.dw(x))
+        x = self.pw(x)
+        s = torch.sigmoid(self.se2(F.silu(self.se1(x.mean((2, 3), keepdim=True)))))
+        x = x * s
+        return torch.tanh(self.up(x))
+
+
+class MLP(nn.Module):
+    """Two layers with GELU (exported as Erf arithmetic), then softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 24)
+        self.fc2 = nn.Linear(24, 7)
+
+    def forward(self, x):
+        return F.softmax(self.fc2(F.gelu(self.fc1(x))), dim=-1)
+
+
+class Block(nn.Module):
+    """A transformer-ish block written with batch-safe reshapes: layer norm,
+    one attention head set with matmuls and softmax, a residual, an MLP with
+    GELU; then a token mean."""
+
+    def __init__(self, d=12, h=3):
+        super().__init__()
+        self.h = h
+        self.norm1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.norm2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 2 * d)
+        self.fc2 = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
+        q = q.reshape(n, t, self.h, d // self.h).transpose(1, 2)
+        k = k.reshape(n, t, self.h, d // self.h).transpose(1, 2)
+        v = v.reshape(n, t, self.h, d // self.h).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(n, t, d))
+        x = x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+        return x.mean(1)
+
+
+class Embed(nn.Module):
+    """Token ids -> embedding -> tanh -> linear on the flattened sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 4)
+        self.fc = nn.Linear(5 * 4, 3)
+
+    def forward(self, ids):
+        return self.fc(torch.tanh(self.emb(ids)).flatten(1))
+
+
+# name: (model, input shape per sample, batch, input kind)
+MODELS = {
+    "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
+    "residual": (Residual, (4, 7, 7), 2, "float"),
+    "separable": (Separable, (6, 5, 5), 2, "float"),
+    "mlp": (MLP, (10,), 3, "float"),
+    "block": (Block, (5, 12), 2, "float"),
+    "embed": (Embed, (5,), 3, "int"),
+}
+
+
+def save_npy(path, a):
+    buf = io.BytesIO()
+    np.save(buf, a)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
+def randomize_norms(model, g):
+    """Batch-norm statistics that are not the identity, so the folding the
+    exporter does is exercised."""
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.2)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+        if isinstance(m, nn.LayerNorm):
+            m.weight.data.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+            m.bias.data.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.normpath(os.path.join(here, "..", "tests", "data", "onnx"))
+    os.makedirs(out, exist_ok=True)
+    for name, (cls, shape, batch, kind) in MODELS.items():
+        torch.manual_seed(0)
+        model = cls().eval()
+        g = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            randomize_norms(model, g)
+        if kind == "int":
+            x = torch.randint(0, 11, (batch,) + shape, generator=g)
+        else:
+            x = torch.randn((batch,) + shape, generator=g)
+        path = os.path.join(out, name + ".onnx")
+        torch.onnx.export(model, x, path, opset_version=17,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        with torch.no_grad():
+            y = model.double()(x if kind == "int" else x.double()).float()
+        save_npy(os.path.join(out, name + "-input.npy"),
+                 x.numpy().astype(np.int64 if kind == "int" else np.float32))
+        save_npy(os.path.join(out, name + "-expected.npy"), y.numpy())
+
+
+if __name__ == "__main__":
+    main()
