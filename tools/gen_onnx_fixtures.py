@@ -163,6 +163,95 @@ def randomize_norms(model, g):
             m.bias.data.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
 
 
+def bad_models(out):
+    """ONNX files that dlrun import must refuse with one line, exit 2:
+    tests/data/onnx/bad/NAME.onnx, made with python3-onnx's helpers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def f32(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    def model(nodes, inputs, outputs, inits=(), opset=17):
+        g = helper.make_graph(nodes, "bad", inputs, outputs, list(inits))
+        m = helper.make_model(g, producer_name="gen_onnx_fixtures",
+                              opset_imports=[helper.make_operatorsetid("", opset)])
+        m.ir_version = 8
+        return m
+
+    w = numpy_helper.from_array(np.ones((4, 3), np.float32), "fc.weight")
+
+    def short_tensor():
+        t = TensorProto()
+        t.name = "w"
+        t.data_type = TensorProto.FLOAT
+        t.dims.extend([4, 3])
+        t.raw_data = np.ones(11, np.float32).tobytes()
+        return t
+    shape2 = numpy_helper.from_array(np.array([2, -1], np.int64), "shape")
+    bad = {
+        # two op types dlrun has no equivalent for, and one it has
+        "unknown_ops": model(
+            [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("NonMaxSuppression", ["a"], ["b"], name="nms"),
+             helper.make_node("TopK", ["b"], ["y"], name="topk")],
+            [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # a size other than the batch that is dynamic
+        "dynamic_dim": model(
+            [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+            [f32("x", ["N", "T", 3])], [f32("y", ["N", "T", 3])]),
+        # raw data shorter than the initializer's shape
+        "init_size": model(
+            [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+            [f32("x", ["N", 4])], [f32("y", ["N", 3])],
+            [short_tensor()]),
+        # an attribute without a dlrun equivalent
+        "bad_attr": model(
+            [helper.make_node("MaxPool", ["x"], ["y"], name="pool",
+                              kernel_shape=[2, 2], storage_order=1)],
+            [f32("x", ["N", 1, 4, 4])], [f32("y", ["N", 1, 2, 2])]),
+        # an attribute dlrun import does not know
+        "unknown_attr": model(
+            [helper.make_node("Relu", ["x"], ["y"], name="relu", color=3)],
+            [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # a reshape that changes the batch dimension
+        "reshape_batch": model(
+            [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")],
+            [f32("x", ["N", 6])], [f32("y", [2, "M"])], [shape2]),
+        # shape arithmetic on the batch size (N * 2): cannot be folded
+        "batch_arith": model(
+            [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Constant", [], ["two"], name="two",
+                              value=numpy_helper.from_array(np.array([2, 1], np.int64))),
+             helper.make_node("Div", ["s", "two"], ["t"], name="div"),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")],
+            [f32("x", ["N", 6])], [f32("y", ["M", 6])]),
+        # a transpose that moves the batch
+        "transpose_batch": model(
+            [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])],
+            [f32("x", ["N", 3])], [f32("y", [3, "N"])]),
+        # Erf outside GELU's pattern
+        "erf_alone": model(
+            [helper.make_node("Erf", ["x"], ["y"], name="erf")],
+            [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # a constant operand of several values (no learned-constant op)
+        "const_operand": model(
+            [helper.make_node("Add", ["x", "fc.weight"], ["y"], name="add")],
+            [f32("x", ["N", 4, 3])], [f32("y", ["N", 4, 3])], [w]),
+        # a node input that nothing defines
+        "undefined_input": model(
+            [helper.make_node("Relu", ["nope"], ["y"], name="relu")],
+            [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # an opset older than dlrun import reads
+        "old_opset": model(
+            [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+            [f32("x", ["N", 3])], [f32("y", ["N", 3])], opset=5),
+    }
+    os.makedirs(out, exist_ok=True)
+    for name, m in bad.items():
+        with open(os.path.join(out, name + ".onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = os.path.normpath(os.path.join(here, "..", "tests", "data", "onnx"))
@@ -186,6 +275,7 @@ def main():
         save_npy(os.path.join(out, name + "-input.npy"),
                  x.numpy().astype(np.int64 if kind == "int" else np.float32))
         save_npy(os.path.join(out, name + "-expected.npy"), y.numpy())
+    bad_models(os.path.join(out, "bad"))
 
 
 if __name__ == "__main__":
