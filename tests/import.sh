@@ -14,7 +14,7 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp block embed"
+models="cnn residual separable mlp block embed block14"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset"
 
@@ -69,9 +69,14 @@ t_readable() {
 	[ "$(grep -c -e 'linear:' "$tmp/block/model.yaml")" = 4 ] ||
 		fail "block: MatMul + Add not fused into 4 linear entries"
 	grep -F -e '- name: qkv' "$tmp/block/model.yaml" >/dev/null || fail "block: no entry named qkv"
+	# opset 14 writes layer norm out; it comes back as layer_norm
+	[ "$(grep -c -e 'layer_norm: {normalized_shape: \[12\]}' "$tmp/block14/model.yaml")" = 2 ] ||
+		fail "block14: decomposed layer norm not recognised"
+	grep -e 'sqrt\|pow\|scale' "$tmp/block14/model.yaml" >/dev/null &&
+		fail "block14: pieces of layer norm left in the model"
 	return 0
 }
-check "imported models are readable: module names, gelu, silu, linear, embedding" t_readable
+check "imported models are readable: module names, gelu, silu, linear, embedding, layer_norm" t_readable
 
 t_keys() {
 	# the weights' keys are the entries' scopes: conv2.weight as in PyTorch

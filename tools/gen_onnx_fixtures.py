@@ -131,7 +131,7 @@ class Embed(nn.Module):
         return self.fc(torch.tanh(self.emb(ids)).flatten(1))
 
 
-# name: (model, input shape per sample, batch, input kind)
+# name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
     "residual": (Residual, (4, 7, 7), 2, "float"),
@@ -139,6 +139,9 @@ MODELS = {
     "mlp": (MLP, (10,), 3, "float"),
     "block": (Block, (5, 12), 2, "float"),
     "embed": (Embed, (5,), 3, "int"),
+    # opset 14: the exporter writes layer norm out as ReduceMean, Sub, Pow,
+    # Sqrt, Div, Mul and Add (recognised as layer_norm)
+    "block14": (Block, (5, 12), 2, "float", 14),
 }
 
 
@@ -256,7 +259,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = os.path.normpath(os.path.join(here, "..", "tests", "data", "onnx"))
     os.makedirs(out, exist_ok=True)
-    for name, (cls, shape, batch, kind) in MODELS.items():
+    for name, (cls, shape, batch, kind, *opset) in MODELS.items():
         torch.manual_seed(0)
         model = cls().eval()
         g = torch.Generator().manual_seed(1)
@@ -267,7 +270,7 @@ def main():
         else:
             x = torch.randn((batch,) + shape, generator=g)
         path = os.path.join(out, name + ".onnx")
-        torch.onnx.export(model, x, path, opset_version=17,
+        torch.onnx.export(model, x, path, opset_version=opset[0] if opset else 17,
                           input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
         with torch.no_grad():

@@ -48,6 +48,7 @@ struct param {
 
 struct entry {
 	char *name;
+	char *base;            /* the name it asked for, before uniquifying */
 	const char *op;
 	char *hp;              /* "k: v, k: v" (owned), or NULL */
 	int n_in;
@@ -453,6 +454,29 @@ static char *node_entry_name(struct imp *im, const Onnx__NodeProto *n,
 	return claim_name(im, name);
 }
 
+/* The name node_entry_name would start from, before uniquifying. */
+static char *node_base_name(const Onnx__NodeProto *n, const char *pname, const char *suffix)
+{
+	char path[256], name[300];
+	const char *op = NULL;
+	if (pname) {
+		snprintf(path, sizeof path, "%s", pname);
+	} else if (n && n->name && *n->name) {
+		module_path(n->name, path, sizeof path, &op);
+		if (path[0] == 0 && op) {
+			snprintf(path, sizeof path, "%s", op);
+			for (char *c = path; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
+		}
+	} else {
+		snprintf(path, sizeof path, "%s", n ? n->op_type : "entry");
+		for (char *c = path; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
+	}
+	snprintf(name, sizeof name, "%s%s%s", path, suffix ? "_" : "", suffix ? suffix : "");
+	return strdup(name);
+}
+
 /* ---- entries ---- */
 
 /* Appends "key: value" to *hp (NULL at first); returns 0 or DL_ERUN. */
@@ -544,7 +568,9 @@ static struct entry *emit(struct imp *im, const Onnx__NodeProto *n,
 		return NULL;
 	}
 	e->name = node_entry_name(im, n, pname, suffix);
-	if (!e->name) {
+	e->base = node_base_name(n, pname, suffix);
+	if (!e->name || !e->base) {
+		free(e->base);
 		free(e);
 		free(hp);
 		oom(im);
@@ -1054,6 +1080,99 @@ static int fuse_bias(struct ctx *c, struct val *x, struct val *b)
 	return 1;
 }
 
+/* The trailing axes a ReduceMean node averages over (keepdims), as their
+ * count, or 0 when it is not that. */
+static int trailing_mean(struct imp *im, const Onnx__NodeProto *rm, int rank)
+{
+	int na;
+	const int64_t *ax = attr_ints(rm, "axes", &na);
+	if (!ax || na < 1 || na >= rank || !attr_i(rm, "keepdims", 1))
+		return 0;
+	int seen[MAXR] = {0};
+	for (int i = 0; i < na; i++) {
+		int64_t a = ax[i] < 0 ? ax[i] + rank : ax[i];
+		if (a < rank - na || a >= rank)
+			return 0;
+		seen[a] = 1;
+	}
+	for (int i = rank - na; i < rank; i++)
+		if (!seen[i])
+			return 0;
+	(void)im;
+	return na;
+}
+
+/* x when div = (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) over
+ * the trailing nd axes, as exporters write layer norm; else NULL. */
+static struct val *ln_core(struct imp *im, const Onnx__NodeProto *div, double *eps, int *nd)
+{
+	if (strcmp(div->op_type, "Div") != 0 || div->n_input != 2)
+		return NULL;
+	struct val *d = node_in(im, div, 0), *sq = node_in(im, div, 1);
+	const Onnx__NodeProto *sub = producer(im, d, "Sub"), *sqrt_n = producer(im, sq, "Sqrt");
+	if (!sub || !sqrt_n)
+		return NULL;
+	struct val *x = node_in(im, sub, 0), *mu = node_in(im, sub, 1);
+	const Onnx__NodeProto *rm = producer(im, mu, "ReduceMean");
+	if (!is_rt(x) || !rm || node_in(im, rm, 0) != x)
+		return NULL;
+	int k = trailing_mean(im, rm, x->rank);
+	const Onnx__NodeProto *add = producer(im, node_in(im, sqrt_n, 0), "Add");
+	if (!k || !add)
+		return NULL;
+	for (int t = 0; t < 2; t++) {
+		struct val *v = node_in(im, add, (size_t)t), *e = node_in(im, add, (size_t)(1 - t));
+		const Onnx__NodeProto *rm2 = producer(im, v, "ReduceMean");
+		if (!rm2 || !is_const(e) || e->numel != 1 || trailing_mean(im, rm2, x->rank) != k)
+			continue;
+		struct val *p = node_in(im, rm2, 0);
+		const Onnx__NodeProto *pw = producer(im, p, "Pow"), *sqm = producer(im, p, "Mul");
+		int ok = (pw && node_in(im, pw, 0) == d && is_scalar(node_in(im, pw, 1), 2, 0)) ||
+			 (sqm && node_in(im, sqm, 0) == d && node_in(im, sqm, 1) == d);
+		if (!ok)
+			continue;
+		*eps = e->d[0];
+		*nd = k;
+		return x;
+	}
+	return NULL;
+}
+
+/* A layer_norm entry over the trailing nd axes of x, with weight w and
+ * bias b (both NULL: elementwise_affine false). */
+static int emit_ln(struct ctx *c, struct val *x, double eps, int nd,
+		   struct val *w, struct val *b)
+{
+	struct imp *im = c->im;
+	int64_t n = numel_of(nd, x->dims + x->rank - nd);
+	if ((w && w->numel != n) || (b && b->numel != n))
+		return nerr(im, c->n, "layer norm's weight or bias has other than %lld values", (long long)n);
+	char *hp = NULL;
+	if (hp_add(im, &hp, "normalized_shape: %s", ilist(x->dims + x->rank - nd, nd)))
+		return DL_ERUN;
+	if (fabs(eps - 1e-5) > 1e-12 && hp_add(im, &hp, "eps: %s", fnum(eps)))
+		return DL_ERUN;
+	if (!w && hp_add(im, &hp, "elementwise_affine: false"))
+		return DL_ERUN;
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o) {
+		free(hp);
+		return oom(im);
+	}
+	copy_shape(o, x);
+	char buf[256];
+	const char *tp = torch_prefix(w, buf, sizeof buf);
+	struct entry *e = emit(im, c->n, tp, NULL, "layer_norm", hp, &x, 1, o);
+	if (!e)
+		return DL_ERUN;
+	int rc = 0;
+	if (w)
+		rc = add_param(im, e, "weight", nd, x->dims + x->rank - nd, w->d);
+	if (rc == 0 && b)
+		rc = add_param(im, e, "bias", nd, x->dims + x->rank - nd, b->d);
+	return rc;
+}
+
 static int binary(struct ctx *c, char op, const char *dlop)
 {
 	struct val *a = c->in[0], *b = c->in[1];
@@ -1084,6 +1203,31 @@ static int binary(struct ctx *c, char op, const char *dlop)
 					return oom(c->im);
 				copy_shape(o, x);
 				return emit(c->im, c->n, NULL, NULL, "silu", NULL, &x, 1, o) ? 0 : DL_ERUN;
+			}
+		}
+	}
+	/* layer norm written out: (x - mean) / sqrt(var + eps) [* w + b] */
+	if (op == '/' && is_rt(a) && is_rt(b)) {
+		double eps;
+		int nd;
+		struct val *x = ln_core(c->im, c->n, &eps, &nd);
+		if (x)
+			return emit_ln(c, x, eps, nd, NULL, NULL);
+	}
+	if (op == '+') {
+		for (int s = 0; s < 2; s++) {
+			struct val *m = c->in[s], *bias = c->in[1 - s];
+			const Onnx__NodeProto *mul = producer(c->im, m, "Mul");
+			if (!mul || !is_const(bias))
+				continue;
+			for (int t = 0; t < 2; t++) {
+				struct val *nv = node_in(c->im, mul, (size_t)t), *w = node_in(c->im, mul, (size_t)(1 - t));
+				const Onnx__NodeProto *div = producer(c->im, nv, "Div");
+				double eps;
+				int nd;
+				struct val *x = div ? ln_core(c->im, div, &eps, &nd) : NULL;
+				if (x && is_const(w))
+					return emit_ln(c, x, eps, nd, w, bias);
 			}
 		}
 	}
@@ -1124,9 +1268,18 @@ static int binary(struct ctx *c, char op, const char *dlop)
 		struct val *k = c->in[1 - s], *x = c->in[s];
 		if (!(is_rt(x) && is_const(k)))
 			continue;
-		if (k->numel != 1)
-			return nerr(c->im, c->n, "constant operand '%s' of shape %s: dlrun ops take constants of one value only here (no learned-constant op)",
-				    k->name, ilist(k->dims, k->rank));
+		if (k->numel != 1) {
+			/* an error unless a pattern (layer norm's affine) takes it */
+			char buf[700];
+			snprintf(buf, sizeof buf, "node '%s' (%s): constant operand '%s' of shape %s: dlrun ops take constants of one value only here (no learned-constant op)",
+				 c->n->name ? c->n->name : "?", c->n->op_type, k->name, ilist(k->dims, k->rank));
+			struct val *o = out_val(c, 0, V_RT);
+			if (!o)
+				return oom(c->im);
+			copy_shape(o, x);
+			o->bad = strdup(buf);
+			return o->bad ? 0 : oom(c->im);
+		}
 		double f = 1, sh = 0, v = k->d[0];
 		if (op == '*')
 			f = v;
@@ -2873,6 +3026,50 @@ static void mark_live(struct imp *im, int e)
 	}
 }
 
+/* Names again, for the live entries only, so that entries that were
+ * dropped (the pieces of a fused pattern) leave no gaps in the numbering;
+ * in: lists and outputs follow. */
+static int rename_live(struct imp *im, char **outs, int n_outs)
+{
+	int *oe = calloc((size_t)n_outs + 1, sizeof *oe);
+	if (!oe)
+		return oom(im);
+	for (int i = 0; i < n_outs; i++) {
+		oe[i] = -1;
+		for (int j = 0; j < im->ne; j++)
+			if (im->e[j]->name == outs[i])
+				oe[i] = j;
+	}
+	/* keep the model inputs' names, forget the entries' */
+	int keep = 0;
+	for (int i = 0; i < im->n_names; i++) {
+		int input = 0;
+		for (int k = 0; k < im->n_inputs; k++)
+			input |= im->v[im->inputs[k]]->ref == im->names[i];
+		if (input)
+			im->names[keep++] = im->names[i];
+		else
+			free(im->names[i]);
+	}
+	im->n_names = keep;
+	for (int j = 0; j < im->ne; j++) {
+		struct entry *e = im->e[j];
+		e->name = e->live ? claim_name(im, e->base) : NULL;
+		if (e->live && !e->name) {
+			free(oe);
+			return oom(im);
+		}
+		for (int k = 0; k < e->n_in; k++)
+			if (e->in_e[k] >= 0)
+				e->in[k] = im->e[e->in_e[k]]->name;
+	}
+	for (int i = 0; i < n_outs; i++)
+		if (oe[i] >= 0)
+			outs[i] = im->e[oe[i]]->name;
+	free(oe);
+	return 0;
+}
+
 /* ---- writing ---- */
 
 static char *weights_path(const char *yaml)
@@ -3047,6 +3244,8 @@ static int translate(struct imp *im, const char *yaml_path)
 		}
 	}
 	if (rc == 0)
+		rc = rename_live(im, outs, (int)im->g->n_output);
+	if (rc == 0)
 		rc = write_files(im, yaml_path, outs, (int)im->g->n_output);
 	free(outs);
 	return rc;
@@ -3098,6 +3297,7 @@ int dl_onnx_import(const char *onnx_path, const char *yaml_path, struct dl_error
 	free(im.v);
 	for (int i = 0; i < im.ne; i++) {
 		free(im.e[i]->hp);
+		free(im.e[i]->base);
 		for (int j = 0; j < im.e[i]->n_par; j++)
 			free(im.e[i]->par[j].data);
 		free(im.e[i]);
