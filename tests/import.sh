@@ -14,7 +14,7 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp block embed block14"
+models="cnn residual separable mlp block embed block14 tagger recurrent"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset"
 
@@ -74,9 +74,18 @@ t_readable() {
 		fail "block14: decomposed layer norm not recognised"
 	grep -e 'sqrt\|pow\|scale' "$tmp/block14/model.yaml" >/dev/null &&
 		fail "block14: pieces of layer norm left in the model"
+	# recurrent layers between the exporter's transposes: one entry each
+	[ "$(grep -c -e 'lstm: {hidden_size: 8}' "$tmp/tagger/model.yaml")" = 2 ] ||
+		fail "tagger: not two lstm entries"
+	grep -e 'permute\|reshape' "$tmp/tagger/model.yaml" "$tmp/recurrent/model.yaml" >/dev/null &&
+		fail "transposes around the recurrent layers left in the model"
+	grep -F -e 'gru: {hidden_size: 6, bidirectional: true}' "$tmp/recurrent/model.yaml" >/dev/null ||
+		fail "recurrent: no bidirectional gru"
+	grep -F -e 'rnn: {hidden_size: 4, nonlinearity: relu}' "$tmp/recurrent/model.yaml" >/dev/null ||
+		fail "recurrent: no rnn with relu"
 	return 0
 }
-check "imported models are readable: module names, gelu, silu, linear, embedding, layer_norm" t_readable
+check "imported models are readable: module names, gelu, silu, linear, embedding, layer_norm, lstm, gru, rnn" t_readable
 
 t_keys() {
 	# the weights' keys are the entries' scopes: conv2.weight as in PyTorch

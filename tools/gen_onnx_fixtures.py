@@ -131,6 +131,34 @@ class Embed(nn.Module):
         return self.fc(torch.tanh(self.emb(ids)).flatten(1))
 
 
+class Tagger(nn.Module):
+    """An LSTM tagger: embedding, a two-layer LSTM (two ONNX LSTM nodes
+    between the exporter's transposes), a linear layer per token."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(13, 6)
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, ids):
+        return F.log_softmax(self.out(self.lstm(self.emb(ids))[0]), dim=-1)
+
+
+class Recurrent(nn.Module):
+    """An Elman RNN with ReLU, then a bidirectional GRU, a linear layer
+    and the mean over time."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(5, 4, nonlinearity="relu", batch_first=True)
+        self.gru = nn.GRU(4, 6, bidirectional=True, batch_first=True)
+        self.fc = nn.Linear(12, 3)
+
+    def forward(self, x):
+        return self.fc(self.gru(self.rnn(x)[0])[0]).mean(1)
+
+
 # name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
@@ -142,6 +170,8 @@ MODELS = {
     # opset 14: the exporter writes layer norm out as ReduceMean, Sub, Pow,
     # Sqrt, Div, Mul and Add (recognised as layer_norm)
     "block14": (Block, (5, 12), 2, "float", 14),
+    "tagger": (Tagger, (7,), 3, "int"),
+    "recurrent": (Recurrent, (9, 5), 2, "float"),
 }
 
 
@@ -266,7 +296,7 @@ def main():
         with torch.no_grad():
             randomize_norms(model, g)
         if kind == "int":
-            x = torch.randint(0, 11, (batch,) + shape, generator=g)
+            x = torch.randint(0, 11, (batch,) + shape, generator=g)  # < 11 and 13
         else:
             x = torch.randn((batch,) + shape, generator=g)
         path = os.path.join(out, name + ".onnx")

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "import/onnx.h"
 #include "import/onnx.pb-c.h"
@@ -37,6 +38,19 @@ struct val {
 	int entry;             /* V_RT: producing entry, -1 for a model input */
 	int node;              /* producing node, -1 for inputs and initializers */
 	char *bad;             /* V_RT: why it cannot exist on its own (Erf) */
+	int layout;            /* V_RT: L_BATCH, or a layout of ONNX's
+	                        * recurrent ops (dims are ONNX's view, -1 at
+	                        * the batch; the entry's output is batch first) */
+	int dirs;              /* L_RNN_Y*: directions */
+	int dynzero;           /* V_CONST: zeros whose shape has the batch
+	                        * (an RNN's initial state); d has it as 1 */
+};
+
+enum {
+	L_BATCH = 0,   /* [N, ...] */
+	L_TIME,        /* [T, N, F], the entry's [N, T, F] */
+	L_RNN_Y,       /* [T, D, N, H], the entry's [N, T, D*H] */
+	L_RNN_Y2,      /* [T, N, D, H], likewise */
 };
 
 struct param {
@@ -55,7 +69,7 @@ struct entry {
 	const char *in[4];
 	int in_e[4];           /* producing entries, -1 for model inputs */
 	int n_par;
-	struct param par[4];
+	struct param par[8];
 	int live;
 };
 
@@ -541,6 +555,13 @@ static struct entry *emit(struct imp *im, const Onnx__NodeProto *n,
 			  char *hp, struct val **ins, int n_in, struct val *out)
 {
 	for (int i = 0; i < n_in; i++) {
+		int rnn = strcmp(op, "lstm") == 0 || strcmp(op, "gru") == 0 || strcmp(op, "rnn") == 0;
+		if (ins[i]->layout != (rnn ? L_TIME : L_BATCH) && !ins[i]->bad) {
+			free(hp);
+			ierr(im, "node '%s' (%s): input '%s' is in the time-major layout of ONNX's recurrent ops; dlrun import follows it only through the Transpose, Squeeze and Reshape that turn it batch first",
+			     n && n->name ? n->name : "?", n ? n->op_type : "?", ins[i]->name);
+			return NULL;
+		}
 		if (ins[i]->bad || !ins[i]->ref) {
 			free(hp);
 			if (ins[i]->bad)
@@ -723,6 +744,9 @@ static int need_rt(struct ctx *c, int k)
 		return nerr(c->im, c->n, "input %d is missing", k);
 	if (c->in[k]->kind != V_RT)
 		return nerr(c->im, c->n, "input %d ('%s') is a constant where dlrun needs data; constant operands are folded only when every input is constant",
+			    k, c->in[k]->name);
+	if (c->in[k]->layout != L_BATCH)
+		return nerr(c->im, c->n, "input %d ('%s') is in the time-major layout of ONNX's recurrent ops; dlrun import follows it only through the Transpose, Squeeze and Reshape that turn it batch first",
 			    k, c->in[k]->name);
 	return 0;
 }
@@ -1904,6 +1928,25 @@ static int m_reshape(struct ctx *c)
 	}
 	if (x->bad)
 		return nerr(im, c->n, "%s", x->bad);
+	if (x->layout == L_RNN_Y2 && r == 3) {
+		/* [T, N, D, H] -> [T, N, D*H] */
+		double t0 = s->d[0], t1 = s->d[1], t2 = s->d[2];
+		int64_t dh = x->dims[2] * x->dims[3];
+		if ((t0 == 0 || t0 == (double)x->dims[0]) &&
+		    (t1 == 0 || t1 == DYN || (im->fixed_batch > 0 && t1 == (double)im->fixed_batch)) &&
+		    (t2 == -1 || t2 == (double)dh)) {
+			if (alias(c, x, 0))
+				return DL_ERUN;
+			struct val *o = im->v[im->nv - 1];
+			o->layout = L_TIME;
+			o->rank = 3;
+			o->dims[2] = dh;
+			return 0;
+		}
+	}
+	int rc0 = need_rt(c, 0);
+	if (rc0)
+		return rc0;
 	int64_t d[MAXR], per = numel_of(x->rank - 1, x->dims + 1);
 	int neg = -1;
 	int64_t known = 1;
@@ -1976,6 +2019,21 @@ static int m_squeeze_like(struct ctx *c)
 	int64_t axes[MAXR];
 	int na, rc = get_axes(c, 1, axes, &na);
 	if (rc)
+		return rc;
+	if (is_rt(x) && x->layout == L_RNN_Y && !unsq && na == 1 &&
+	    (axes[0] == 1 || axes[0] == -3) && x->dirs == 1) {
+		/* Y [T, 1, N, H] -> [T, N, H] */
+		if (alias(c, x, 0))
+			return DL_ERUN;
+		struct val *o = c->im->v[c->im->nv - 1];
+		o->layout = L_TIME;
+		o->rank = 3;
+		o->dims[0] = x->dims[0];
+		o->dims[1] = -1;
+		o->dims[2] = x->dims[3];
+		return 0;
+	}
+	if (is_rt(x) && (rc = need_rt(c, 0)))
 		return rc;
 	int r = unsq ? x->rank + na : x->rank;
 	if (r > MAXR)
@@ -2062,11 +2120,32 @@ static int m_transpose(struct ctx *c)
 {
 	struct imp *im = c->im;
 	struct val *x = c->in[0];
+	int np;
+	const int64_t *p = attr_ints(c->n, "perm", &np);
+	if (is_rt(x) && !x->bad && p && np == x->rank) {
+		/* batch first <-> time major around ONNX's recurrent ops */
+		int swap01 = x->rank == 3 && p[0] == 1 && p[1] == 0 && p[2] == 2;
+		int layout = -1;
+		if (swap01 && x->layout == L_BATCH)
+			layout = L_TIME;
+		else if (swap01 && x->layout == L_TIME)
+			layout = L_BATCH;
+		else if (x->layout == L_RNN_Y && x->rank == 4 && p[0] == 0 && p[1] == 2 &&
+			 p[2] == 1 && p[3] == 3)
+			layout = L_RNN_Y2;
+		if (layout >= 0) {
+			if (alias(c, x, 0))
+				return DL_ERUN;
+			struct val *o = c->im->v[c->im->nv - 1];
+			o->layout = layout;
+			for (int i = 0; i < x->rank; i++)
+				o->dims[i] = x->dims[p[i]];
+			return 0;
+		}
+	}
 	int rc = need_rt(c, 0);
 	if (rc)
 		return rc;
-	int np;
-	const int64_t *p = attr_ints(c->n, "perm", &np);
 	int64_t perm[MAXR] = {0};
 	for (int i = 0; i < x->rank; i++)
 		perm[i] = p ? p[i] : x->rank - 1 - i;
@@ -2566,6 +2645,154 @@ static int m_reduce_mean(struct ctx *c)
 	return emit(im, c->n, NULL, NULL, "mean", hp, &x, 1, o) ? 0 : DL_ERUN;
 }
 
+/* ---- recurrent layers ---- */
+
+/* True when the activations attribute lists want (per direction). */
+static int acts_are(const Onnx__NodeProto *n, const char *const *want, int k, int dirs)
+{
+	const Onnx__AttributeProto *a = attr(n, "activations");
+	if (!a)
+		return 1;
+	if ((int)a->n_strings != k * dirs)
+		return 0;
+	for (int i = 0; i < k * dirs; i++) {
+		const char *w = want[i % k];
+		if (a->strings[i].len != strlen(w) || strncasecmp((const char *)a->strings[i].data, w, strlen(w)) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+static int m_rnn(struct ctx *c)
+{
+	struct imp *im = c->im;
+	const char *t = c->n->op_type;
+	int lstm = strcmp(t, "LSTM") == 0, gru = strcmp(t, "GRU") == 0;
+	int G = lstm ? 4 : gru ? 3 : 1;
+	/* PyTorch's gate k is ONNX's block map[k]: LSTM i,o,f,c -> i,f,g,o;
+	 * GRU z,r,h -> r,z,n */
+	static const int lstm_map[4] = {0, 2, 3, 1}, gru_map[3] = {1, 0, 2}, rnn_map[1] = {0};
+	const int *map = lstm ? lstm_map : gru ? gru_map : rnn_map;
+	struct val *x = c->in[0];
+	if (!is_rt(x) || x->bad)
+		return nerr(im, c->n, "input X must be data");
+	if (x->layout != L_TIME || x->rank != 3)
+		return nerr(im, c->n, "input X must be time major [T, N, F], the Transpose of batch-first data that exporters write");
+	struct val *w = c->n_in > 1 ? c->in[1] : NULL, *r = c->n_in > 2 ? c->in[2] : NULL;
+	struct val *b = c->n_in > 3 ? c->in[3] : NULL;
+	int64_t H = attr_i(c->n, "hidden_size", -1), T = x->dims[0], I = x->dims[2];
+	int dirs = attr_s_is(c->n, "direction", "bidirectional", 0) ? 2 : 1;
+	if (attr_s_is(c->n, "direction", "reverse", 0))
+		return nerr(im, c->n, "attribute 'direction' reverse has no dlrun equivalent (bidirectional has)");
+	if (!is_const(w) || w->rank != 3 || w->dims[0] != dirs || w->dims[1] != G * H || w->dims[2] != I)
+		return nerr(im, c->n, "input W must be a constant [%d, %lld, %lld]", dirs, (long long)(G * H), (long long)I);
+	if (!is_const(r) || r->rank != 3 || r->dims[0] != dirs || r->dims[1] != G * H || r->dims[2] != H)
+		return nerr(im, c->n, "input R must be a constant [%d, %lld, %lld]", dirs, (long long)(G * H), (long long)H);
+	if (b && (!is_const(b) || b->numel != dirs * 2 * G * H))
+		return nerr(im, c->n, "input B must be a constant of %lld values", (long long)(dirs * 2 * G * H));
+	if (c->n_in > 4 && c->in[4])
+		return nerr(im, c->n, "input sequence_lens is not supported (every sequence has the full length)");
+	for (int k = 5; k < c->n_in && k < 7; k++) {
+		struct val *h = c->in[k];
+		if (!h)
+			continue;
+		int zero = is_const(h);
+		for (int64_t i = 0; zero && i < h->numel; i++)
+			zero = h->d[i] == 0;
+		if (!zero)
+			return nerr(im, c->n, "input %s must be absent or zeros (dlrun import does not wire an initial state)",
+				    k == 5 ? "initial_h" : "initial_c");
+	}
+	if (c->n_in > 7 && c->in[7])
+		return nerr(im, c->n, "input P (peepholes) has no dlrun equivalent");
+	if (attr(c->n, "clip"))
+		return nerr(im, c->n, "attribute 'clip' has no dlrun equivalent");
+	if (attr(c->n, "activation_alpha") || attr(c->n, "activation_beta"))
+		return nerr(im, c->n, "attribute 'activation_alpha' has no dlrun equivalent");
+	if (attr_i(c->n, "input_forget", 0))
+		return nerr(im, c->n, "attribute 'input_forget' 1 has no dlrun equivalent");
+	if (attr_i(c->n, "layout", 0))
+		return nerr(im, c->n, "attribute 'layout' 1 is not supported");
+	static const char *const lstm_acts[] = {"Sigmoid", "Tanh", "Tanh"};
+	static const char *const gru_acts[] = {"Sigmoid", "Tanh"};
+	static const char *const tanh_act[] = {"Tanh"}, *const relu_act[] = {"Relu"};
+	int relu = 0;
+	if (lstm ? !acts_are(c->n, lstm_acts, 3, dirs) : gru ? !acts_are(c->n, gru_acts, 2, dirs)
+	    : !acts_are(c->n, tanh_act, 1, dirs) && !(relu = acts_are(c->n, relu_act, 1, dirs)))
+		return nerr(im, c->n, "attribute 'activations' other than the defaults has no dlrun equivalent");
+	char *hp = NULL;
+	if (hp_add(im, &hp, "hidden_size: %lld", (long long)H))
+		return DL_ERUN;
+	if (dirs == 2 && hp_add(im, &hp, "bidirectional: true"))
+		goto fail;
+	if (gru && !attr_i(c->n, "linear_before_reset", 0) && hp_add(im, &hp, "linear_before_reset: false"))
+		goto fail;
+	if (relu && hp_add(im, &hp, "nonlinearity: relu"))
+		goto fail;
+	if (!b && hp_add(im, &hp, "bias: false"))
+		goto fail;
+	struct val *y = out_val(c, 0, V_RT);
+	if (!y)
+		goto fail;
+	y->layout = L_RNN_Y;
+	y->dirs = dirs;
+	y->rank = 4;
+	y->dims[0] = T;
+	y->dims[1] = dirs;
+	y->dims[2] = -1;
+	y->dims[3] = H;
+	struct val *o = y;
+	struct entry *e = emit(im, c->n, NULL, NULL, lstm ? "lstm" : gru ? "gru" : "rnn", hp, &x, 1, NULL);
+	if (!e)
+		return DL_ERUN;
+	o->ref = e->name;
+	o->entry = im->ne - 1;
+	/* the final states are not imported */
+	for (size_t k = 1; k < c->n->n_output; k++) {
+		if (!c->n->output[k][0])
+			continue;
+		struct val *st = out_val(c, (int)k, V_RT);
+		char buf[600];
+		if (!st)
+			return oom(im);
+		snprintf(buf, sizeof buf, "node '%s' (%s): output %s (the final state) is not imported; use the sequence output",
+			 c->n->name ? c->n->name : "?", t, k == 1 ? "Y_h" : "Y_c");
+		st->rank = 3;
+		st->dims[0] = dirs;
+		st->dims[1] = -1;
+		st->dims[2] = H;
+		if (!(st->bad = strdup(buf)))
+			return oom(im);
+	}
+	int rc = 0;
+	double *tmp = malloc((size_t)(G * H * (I > H ? I : H) + 1) * sizeof *tmp);
+	if (!tmp)
+		return oom(im);
+	static const char *const keys[2][4] = {
+		{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"},
+		{"weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse"},
+	};
+	for (int d = 0; d < dirs && rc == 0; d++) {
+		for (int which = 0; which < 4 && rc == 0; which++) {
+			if (which >= 2 && !b)
+				break;
+			int64_t cols = which == 0 ? I : which == 1 ? H : 1;
+			const double *src = which == 0 ? w->d + d * G * H * I
+					  : which == 1 ? r->d + d * G * H * H
+					  : b->d + d * 2 * G * H + (which == 3 ? G * H : 0);
+			for (int g = 0; g < G; g++)
+				memcpy(tmp + g * H * cols, src + map[g] * H * cols, (size_t)(H * cols) * sizeof *tmp);
+			int64_t dims[2] = {G * H, cols};
+			rc = add_param(im, e, keys[d][which], which < 2 ? 2 : 1, dims, tmp);
+		}
+	}
+	free(tmp);
+	return rc;
+fail:
+	free(hp);
+	return oom(im);
+}
+
 /* ---- constants and shape arithmetic (folded) ---- */
 
 static int m_constant(struct ctx *c)
@@ -2616,7 +2843,7 @@ static int m_shape(struct ctx *c)
 		return oom(c->im);
 	o->node = c->node;
 	for (int64_t i = 0; i < n; i++)
-		o->d[i] = (is_rt(x) && st + i == 0) ? DYN : (double)x->dims[st + i];
+		o->d[i] = (is_rt(x) && x->dims[st + i] == -1) ? DYN : (double)x->dims[st + i];
 	return 0;
 }
 
@@ -2712,9 +2939,16 @@ static int m_where(struct ctx *c)
 static int m_constant_of_shape(struct ctx *c)
 {
 	int64_t d[MAXR];
-	int n, rc = const_ints(c, 0, "shape", d, MAXR, &n);
-	if (rc)
-		return rc;
+	int n, rc, dynzero = 0;
+	struct val *sv = c->in[0];
+	if (!is_const(sv) || sv->numel > MAXR)
+		return nerr(c->im, c->n, "the shape must be a constant of at most %d values", MAXR);
+	n = (int)sv->numel;
+	for (int i = 0; i < n; i++) {
+		/* zeros the size of the batch: an RNN's initial state */
+		dynzero |= sv->d[i] == DYN;
+		d[i] = sv->d[i] == DYN ? 1 : (int64_t)sv->d[i];
+	}
 	const Onnx__AttributeProto *a = attr(c->n, "value");
 	struct val *v = NULL;
 	double fill = 0;
@@ -2739,6 +2973,9 @@ static int m_constant_of_shape(struct ctx *c)
 	o->node = c->node;
 	for (int64_t i = 0; i < o->numel; i++)
 		o->d[i] = fill;
+	o->dynzero = dynzero;
+	if (dynzero && fill != 0)
+		return nerr(c->im, c->n, "a constant of the batch's size other than zeros: a shape that cannot be folded");
 	return 0;
 }
 
@@ -2753,7 +2990,7 @@ static int m_expand(struct ctx *c)
 		return rc;
 	struct val *x = c->in[0];
 	int r = n > x->rank ? n : x->rank;
-	int64_t od[MAXR];
+	int64_t od[MAXR] = {0};
 	for (int i = 0; i < r; i++) {
 		int ix = i - (r - x->rank), is = i - (r - n);
 		int64_t dx = ix >= 0 ? x->dims[ix] : 1, ds = is >= 0 ? d[is] : 1;
@@ -2821,6 +3058,7 @@ static const struct onnx_op ops[] = {
 	{"Flatten", "axis", m_flatten},
 	{"Gather", "axis", m_gather},
 	{"Gelu", "approximate", m_gelu},
+	{"GRU", "activation_alpha activation_beta activations clip direction hidden_size layout linear_before_reset", m_rnn},
 	{"Gemm", "alpha beta transA transB", m_gemm},
 	{"GlobalAveragePool", "", m_global_pool},
 	{"GlobalMaxPool", "", m_global_pool},
@@ -2833,6 +3071,7 @@ static const struct onnx_op ops[] = {
 	{"LeakyRelu", "alpha", m_leaky_relu},
 	{"Less", "", m_compare},
 	{"Log", "", m_log},
+	{"LSTM", "activation_alpha activation_beta activations clip direction hidden_size input_forget layout", m_rnn},
 	{"LogSoftmax", "axis", m_log_softmax},
 	{"MatMul", "", m_matmul},
 	{"MaxPool", "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", m_pool},
@@ -2842,6 +3081,7 @@ static const struct onnx_op ops[] = {
 	{"Not", "", m_not},
 	{"Pad", "mode pads value", m_pad},
 	{"Pow", "", m_pow},
+	{"RNN", "activation_alpha activation_beta activations clip direction hidden_size layout", m_rnn},
 	{"Range", "", m_range},
 	{"ReduceMean", "axes keepdims noop_with_empty_axes", m_reduce_mean},
 	{"Relu", "", m_relu},
@@ -2987,6 +3227,7 @@ static int run_nodes(struct imp *im)
 		const Onnx__NodeProto *n = im->g->node[i];
 		const struct onnx_op *op = op_find(n->op_type);
 		struct ctx c = {.im = im, .n = n, .node = (int)i};
+		int dynzero_in = 0;
 		for (size_t k = 0; k < n->n_attribute; k++) {
 			const char *an = n->attribute[k]->name ? n->attribute[k]->name : "";
 			if (!word_in(an, op->attrs))
@@ -3002,6 +3243,15 @@ static int run_nodes(struct imp *im)
 			if (!c.in[k])
 				return nerr(im, n, "input '%s' is not defined before this node (the graph is not in topological order, or the name is wrong)",
 					    n->input[k]);
+			/* batch-sized zeros pass through shape ops to an RNN's state */
+			if (c.in[k]->dynzero && k == 0 && word_in(n->op_type,
+				"Slice Squeeze Unsqueeze Gather Identity Cast Split"))
+				dynzero_in = 1;
+			else if (c.in[k]->dynzero && !(k >= 5 && (strcmp(n->op_type, "LSTM") == 0 ||
+								   strcmp(n->op_type, "GRU") == 0 ||
+								   strcmp(n->op_type, "RNN") == 0)))
+				return nerr(im, n, "input '%s' has the batch size in its shape (a shape that cannot be folded)",
+					    n->input[k]);
 		}
 		if (n->n_output < 1)
 			return nerr(im, n, "no outputs");
@@ -3009,8 +3259,8 @@ static int run_nodes(struct imp *im)
 		int rc = op->map(&c);
 		if (rc)
 			return rc;
-		/* outputs the mapper did not produce (optional ones) stay undefined */
-		(void)before;
+		for (int k = before; dynzero_in && k < im->nv; k++)
+			im->v[k]->dynzero = im->v[k]->kind == V_CONST;
 	}
 	return 0;
 }
