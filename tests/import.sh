@@ -14,7 +14,7 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp block embed block14 tagger recurrent"
+models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset"
 
@@ -53,11 +53,40 @@ for m in $models; do
 	check "import $m.onnx: dlrun infer matches PyTorch within 1e-4" t_model "$m"
 done
 
+# Clip, HardSwish, HardSigmoid, Elu and scalar arithmetic map to ops that
+# a dlrun built with the pointwise ops has (relu6, clamp, hardswish,
+# hardsigmoid, elu, scale); the import itself works either way.
+pointwise_ops=yes
+for op in relu6 clamp hardswish hardsigmoid elu scale; do
+	"$DLRUN" ops "$op" >/dev/null 2>&1 || pointwise_ops=no
+done
+if [ "$pointwise_ops" = yes ]; then
+	check "import pointwise.onnx: dlrun infer matches PyTorch within 1e-4" t_model pointwise
+else
+	skip "import pointwise.onnx: dlrun infer matches PyTorch within 1e-4" \
+		"this dlrun lacks relu6, clamp, hardswish, hardsigmoid, elu or scale"
+fi
+t_pointwise_yaml() {
+	mkdir -p "$tmp/pw"
+	run_dlrun import "$data/pointwise.onnx" -o "$tmp/pw/model.yaml"
+	expect_rc 0
+	for want in 'relu6: {}' 'clamp: {min: -1.5, max: 0.75}' 'hardswish: {}' \
+		'hardsigmoid: {}' 'elu: {alpha: 0.5}' 'scale: {factor: 4.0}' 'scale: {shift: -2.0}'; do
+		grep -F -e "$want" "$tmp/pw/model.yaml" >/dev/null || fail "no '$want' in the model"
+	done
+	return 0
+}
+check "import pointwise.onnx: Clip as relu6 and clamp, scalar arithmetic as scale" t_pointwise_yaml
+
 # the readable output: names from the PyTorch modules, patterns fused
 t_readable() {
 	y=$tmp/mlp/model.yaml
 	grep -F -e '- name: fc1' "$y" >/dev/null || fail "no entry named fc1 (the module's name)"
 	grep -F -e 'gelu: {}' "$y" >/dev/null || fail "Erf arithmetic not recognised as gelu"
+	grep -F -e 'gelu: {approximate: tanh}' "$tmp/mlp_tanh/model.yaml" >/dev/null ||
+		fail "tanh arithmetic not recognised as gelu with approximate: tanh"
+	[ "$(grep -c -e '^  - name:' "$tmp/mlp_tanh/model.yaml")" = 4 ] ||
+		fail "mlp_tanh: not 4 entries (linear, gelu, linear, sigmoid)"
 	grep -F -e 'Erf' "$y" >/dev/null && fail "an Erf left in the model"
 	grep -F -e 'silu: {}' "$tmp/separable/model.yaml" >/dev/null ||
 		fail "x * sigmoid(x) not recognised as silu"

@@ -92,6 +92,37 @@ class MLP(nn.Module):
         return F.softmax(self.fc2(F.gelu(self.fc1(x))), dim=-1)
 
 
+class MLPTanh(nn.Module):
+    """GELU's tanh approximation (exported as Mul, Add and Tanh
+    arithmetic), then sigmoid."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(9, 16)
+        self.fc2 = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc2(F.gelu(self.fc1(x), approximate="tanh")))
+
+
+class Pointwise(nn.Module):
+    """Ops that map to the pointwise ops of dlrun (relu6, hardswish,
+    hardsigmoid, clamp, elu, scale): ReLU6 and clamp are ONNX Clips,
+    x * 2 + 1 scalar arithmetic."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 12)
+        self.fc2 = nn.Linear(12, 12)
+        self.fc3 = nn.Linear(12, 6)
+
+    def forward(self, x):
+        x = F.hardswish(self.fc1(x) * 3)
+        x = F.relu6(self.fc2(x) * 4 + 1)
+        x = torch.clamp(self.fc3(x) - 2, -1.5, 0.75)
+        return F.elu(F.hardsigmoid(x * 5), alpha=0.5) / 3
+
+
 class Block(nn.Module):
     """A transformer-ish block written with batch-safe reshapes: layer norm,
     one attention head set with matmuls and softmax, a residual, an MLP with
@@ -165,6 +196,8 @@ MODELS = {
     "residual": (Residual, (4, 7, 7), 2, "float"),
     "separable": (Separable, (6, 5, 5), 2, "float"),
     "mlp": (MLP, (10,), 3, "float"),
+    "mlp_tanh": (MLPTanh, (9,), 2, "float"),
+    "pointwise": (Pointwise, (8,), 4, "float"),
     "block": (Block, (5, 12), 2, "float"),
     "embed": (Embed, (5,), 3, "int"),
     # opset 14: the exporter writes layer norm out as ReduceMean, Sub, Pow,

@@ -946,9 +946,52 @@ static struct val *node_in(struct imp *im, const Onnx__NodeProto *n, size_t k)
 	return k < n->n_input && n->input[k][0] ? find(im, n->input[k]) : NULL;
 }
 
-/* x when m = x * (1 + erf(x / sqrt(2))) (either operand order), else NULL. */
-static struct val *gelu_core(struct imp *im, struct val *m)
+/* The scalar operand of a binary node and the other one (either order);
+ * 0 when neither is a scalar constant. */
+static int scalar_operand(struct imp *im, const Onnx__NodeProto *n, double *k, struct val **other)
 {
+	if (!n || n->n_input != 2)
+		return 0;
+	for (int s = 0; s < 2; s++) {
+		struct val *a = node_in(im, n, (size_t)s), *b = node_in(im, n, (size_t)(1 - s));
+		if (is_const(a) && a->numel == 1 && b) {
+			*k = a->d[0];
+			*other = b;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Whether t = sqrt(2/pi) * (x + 0.044715 * x^3), as exporters write the
+ * tanh approximation of GELU. */
+static int gelu_tanh_arg(struct imp *im, struct val *t, struct val *x)
+{
+	double k;
+	struct val *u, *v;
+	if (!scalar_operand(im, producer(im, t, "Mul"), &k, &u) || fabs(k - 0.7978845608) > 1e-6)
+		return 0;
+	const Onnx__NodeProto *add = producer(im, u, "Add");
+	if (!add || add->n_input != 2)
+		return 0;
+	for (int s = 0; s < 2; s++) {
+		if (node_in(im, add, (size_t)s) != x)
+			continue;
+		v = node_in(im, add, (size_t)(1 - s));
+		struct val *cube;
+		if (scalar_operand(im, producer(im, v, "Mul"), &k, &cube) && fabs(k - 0.044715) < 1e-7 &&
+		    (producer(im, cube, "Mul") || producer(im, cube, "Pow")))
+			return 1;
+	}
+	return 0;
+}
+
+/* x when m = x * (1 + erf(x / sqrt(2))) (either operand order), or
+ * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) (then *tanh is set),
+ * else NULL. */
+static struct val *gelu_core(struct imp *im, struct val *m, int *tanh_form)
+{
+	*tanh_form = 0;
 	const Onnx__NodeProto *mul = producer(im, m, "Mul");
 	if (!mul || mul->n_input != 2)
 		return NULL;
@@ -959,6 +1002,11 @@ static struct val *gelu_core(struct imp *im, struct val *m)
 			continue;
 		for (int t = 0; t < 2; t++) {
 			struct val *e = node_in(im, add, (size_t)t), *one = node_in(im, add, (size_t)(1 - t));
+			const Onnx__NodeProto *th = producer(im, e, "Tanh");
+			if (th && is_scalar(one, 1, 0) && gelu_tanh_arg(im, node_in(im, th, 0), x)) {
+				*tanh_form = 1;
+				return x;
+			}
 			const Onnx__NodeProto *erf = producer(im, e, "Erf");
 			if (!erf || !is_scalar(one, 1, 0))
 				continue;
@@ -1209,12 +1257,14 @@ static int binary(struct ctx *c, char op, const char *dlop)
 		for (int s = 0; s < 2; s++) {
 			struct val *m = c->in[s], *h = c->in[1 - s];
 			struct val *x;
-			if (is_scalar(h, 0.5, 0) && (x = gelu_core(c->im, m)) && is_rt(x) && !x->bad) {
+			int tf;
+			if (is_scalar(h, 0.5, 0) && (x = gelu_core(c->im, m, &tf)) && is_rt(x) && !x->bad) {
 				struct val *o = out_val(c, 0, V_RT);
-				if (!o)
+				char *hp = NULL;
+				if (!o || (tf && hp_add(c->im, &hp, "approximate: tanh")))
 					return oom(c->im);
 				copy_shape(o, x);
-				return emit(c->im, c->n, NULL, NULL, "gelu", NULL, &x, 1, o) ? 0 : DL_ERUN;
+				return emit(c->im, c->n, NULL, NULL, "gelu", hp, &x, 1, o) ? 0 : DL_ERUN;
 			}
 		}
 		/* SiLU: x * sigmoid(x) */
