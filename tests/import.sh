@@ -66,6 +66,13 @@ else
 	skip "import pointwise.onnx: dlrun infer matches PyTorch within 1e-4" \
 		"this dlrun lacks relu6, clamp, hardswish, hardsigmoid, elu or scale"
 fi
+# InstanceNormalization maps to instance_norm1d/2d of the reductions' family
+if "$DLRUN" ops instance_norm2d >/dev/null 2>&1 && "$DLRUN" ops instance_norm1d >/dev/null 2>&1; then
+	check "import norms.onnx: dlrun infer matches PyTorch within 1e-4" t_model norms
+else
+	skip "import norms.onnx: dlrun infer matches PyTorch within 1e-4" \
+		"this dlrun lacks instance_norm1d or instance_norm2d"
+fi
 t_pointwise_yaml() {
 	mkdir -p "$tmp/pw"
 	run_dlrun import "$data/pointwise.onnx" -o "$tmp/pw/model.yaml"

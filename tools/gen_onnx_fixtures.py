@@ -123,6 +123,24 @@ class Pointwise(nn.Module):
         return F.elu(F.hardsigmoid(x * 5), alpha=0.5) / 3
 
 
+class Norms(nn.Module):
+    """Instance norms (ONNX InstanceNormalization) and a global max pool,
+    which map to ops of the reductions' family (instance_norm2d,
+    instance_norm1d, adaptive_max_pool2d)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.in2 = nn.InstanceNorm2d(4, affine=True)
+        self.conv1 = nn.Conv1d(2, 3, 2)
+        self.in1 = nn.InstanceNorm1d(3, eps=1e-3)
+
+    def forward(self, x):
+        y = self.in1(self.conv1(x[:, 0, :2, :]))
+        x = self.in2(self.conv(x))
+        return F.adaptive_max_pool2d(x, 1).flatten(1)[:, :3] + y.mean(2)
+
+
 class Block(nn.Module):
     """A transformer-ish block written with batch-safe reshapes: layer norm,
     one attention head set with matmuls and softmax, a residual, an MLP with
@@ -198,6 +216,7 @@ MODELS = {
     "mlp": (MLP, (10,), 3, "float"),
     "mlp_tanh": (MLPTanh, (9,), 2, "float"),
     "pointwise": (Pointwise, (8,), 4, "float"),
+    "norms": (Norms, (3, 6, 7), 2, "float"),
     "block": (Block, (5, 12), 2, "float"),
     "embed": (Embed, (5,), 3, "int"),
     # opset 14: the exporter writes layer norm out as ReduceMean, Sub, Pow,
