@@ -331,6 +331,18 @@ bad_text unequal_in_step '1 2 3
 4 5 6
 7 8
 ' "unequal_in_step.txt:3"
+# a long token is echoed cut, not whole
+bad_text long_token "1 2 $(printf '%0300d' 7)x
+" "long_token.txt:1:5" "'00000000000000000000000000000000...' is not a number"
+
+# t_long_line: a 200 MB line of digits on stdin is refused at its first
+# 66 KB, without reading it whole (the model's rows have 3 values)
+t_long_line() {
+	head -c 200000000 /dev/zero | tr '\0' '1' >"$tmp/long.txt" || return 1
+	t_bad "$tmp/long.txt" "stdin:1:" "longer than" -- "$nmodel" -w "$nw" --format text
+	rm -f "$tmp/long.txt"
+}
+check "text line of 200 MB: refused at the row size's limit" t_long_line
 
 # ---- command lines ----
 

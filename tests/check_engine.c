@@ -1,6 +1,6 @@
 /* Engine tests: the loader's scopes and wiring, literal typing, the memory
- * plan's reuse and non-overlap, symbolic sizes, GEMM against its
- * reference, the RNG's determinism. */
+ * plan's reuse and non-overlap, composites inside the plan, symbolic sizes,
+ * GEMM against its reference, the RNG's determinism. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +229,93 @@ START_TEST(plan_reuses_without_overlap)
 }
 END_TEST
 
+/* p lies in [lo, lo + bytes) */
+static int inside(const void *p, const void *lo, size_t bytes)
+{
+	return (const char *)p >= (const char *)lo && (const char *)p < (const char *)lo + bytes;
+}
+
+/* The inner graphs of composites (the transformer layers' nodes, the
+ * experts) are planned by their parent: their parameters are views into the
+ * one parameter block (no second copy), their activations live in the
+ * parent's workspace (inference) or saved state (training). */
+START_TEST(composites_live_in_the_plan)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs: {x: {shape: [5, 16]}}\n"
+		"layers:\n"
+		"  - transformer_encoder_layer: {nhead: 2, dim_feedforward: 32}\n"
+		"  - transformer_encoder_layer: {nhead: 4, dim_feedforward: 24, norm_first: true}\n"
+		"  - mixture_of_experts:\n"
+		"      num_experts: 3\n"
+		"      expert: [linear: {out_features: 8}, relu, linear: {out_features: 16}]\n",
+		&err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	struct dl_shape in = {3, {3, 5, 16}};
+	ck_assert_int_eq(dl_graph_infer(g, &in, &err), 0);
+	ck_assert(has_param(g, "0.self_attn.in_proj_weight"));
+	ck_assert(has_param(g, "1.linear2.bias"));
+	ck_assert(has_param(g, "2.experts.1.2.weight"));
+	/* one copy: the block holds exactly the declared parameters */
+	size_t declared = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++)
+			declared += (size_t)dl_shape_numel(&g->nodes[i].params[k].shape);
+	ck_assert_uint_eq(declared, g->n_param_floats);
+	dl_graph_init_params(g, 1);
+	float x[3 * 5 * 16];
+	struct dl_rng r;
+	dl_rng_seed(&r, 5);
+	for (int i = 0; i < 3 * 5 * 16; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	float *ins[1] = {x};
+	for (int train = 0; train < 2; train++) {
+		if (train)
+			ck_assert_int_eq(dl_graph_train_setup(g, &err), 0);
+		ck_assert_int_eq(dl_graph_plan(g, train, &err), 0);
+		struct dl_ctx ctx = {0};
+		ctx.train = train;
+		ctx.rng = &r;
+		ctx.threads = 1;
+		dl_graph_forward(g, ins, &ctx);
+		int inner_params = 0;
+		for (int i = 0; i < g->n_nodes; i++) {
+			const struct dl_node *n = &g->nodes[i];
+			const struct dl_subgraphs *s = n->sub;
+			ck_assert_ptr_nonnull(s);
+			for (int c = 0; c < s->n; c++) {
+				const struct dl_graph *sg = s->g[c];
+				ck_assert_ptr_null(sg->param_block);
+				ck_assert_ptr_null(sg->grad_block);
+				for (int j = 0; j < sg->n_nodes; j++)
+					for (int k = 0; k < sg->nodes[j].n_params; k++) {
+						const struct dl_param *p = &sg->nodes[j].params[k];
+						ck_assert_msg(inside(p->data, g->param_block,
+								     g->n_param_floats * sizeof(float)),
+							      "node %d: %s outside the parameter block",
+							      i, p->name);
+						if (train)
+							ck_assert(inside(p->grad, g->grad_block,
+									 g->n_param_floats * sizeof(float)));
+						inner_params++;
+					}
+				if (i == 2)
+					continue;  /* experts ran where the routing sent them */
+				/* the inner activations: in this node's planned memory */
+				const char *base = train ? g->saved + g->saved_off[i] : g->ws;
+				size_t bytes = train ? n->saved_bytes : g->ws_bytes;
+				for (int v = sg->n_inputs; v < sg->n_values; v++)
+					ck_assert_msg(inside(sg->values[v].data, base, bytes),
+						      "node %d value %d outside the plan", i, v);
+			}
+		}
+		ck_assert_int_gt(inner_params, 20);
+	}
+	dl_graph_free(g);
+}
+END_TEST
+
 START_TEST(symbolic_sizes_bind_from_data)
 {
 	struct dl_error err;
@@ -312,6 +399,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, gemm_matches_reference);
 	tcase_add_test(tc, rng_is_deterministic);
 	tcase_add_test(tc, suggestions);
+	tcase_add_test(tc, composites_live_in_the_plan);
 	suite_add_tcase(s, tc);
 	return s;
 }

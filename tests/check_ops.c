@@ -302,6 +302,8 @@ static const struct gcase reduce_cases[] = {
 	{"mean", "dim: [1, 3], keepdim: true", 1, {SHAPE(2, 3, 4, 5)}, 0, 0, 0},
 	{"mean", "dim: 2", 1, {SHAPE(1, 3, 4, 2)}, 0, 0, 0},
 	{"mean", "dim: [-1, 1, 2]", 1, {SHAPE(3, 2, 3, 2)}, 0, 0, 0},
+	{"sum", "dim: -1", 1, {SHAPE(2, 3, 5)}, 0, 0, 0},
+	{"sum", "dim: [3, 1], keepdim: true", 1, {SHAPE(1, 3, 4, 5)}, 0, 0, 0},
 };
 
 static const struct gcase dropout_cases[] = {
@@ -311,6 +313,9 @@ static const struct gcase dropout_cases[] = {
 	{"dropout2d", "p: 0.4", 1, {SHAPE(2, 6, 3, 3)}, 1, 0, 0},
 	{"dropout2d", "", 1, {SHAPE(1, 5, 7)}, 1, 0, 0},
 	{"dropout2d", "", 1, {SHAPE(2, 3, 2, 2)}, 0, 0, 0},
+	{"drop_path", "p: 0.4", 1, {SHAPE(6, 3, 4)}, 1, 0, 0},
+	{"drop_path", "", 1, {SHAPE(1, 7)}, 1, 0, 0},
+	{"drop_path", "p: 0.2", 1, {SHAPE(3, 2, 2, 2)}, 0, 0, 0},
 };
 
 #define RUN_CASES(cases, fn) \
@@ -615,6 +620,52 @@ START_TEST(values_dropout)
 }
 END_TEST
 
+/* drop_path: the identity at inference; in training each sample is either
+ * all zeros or x / (1 - p), about p of them zeros, and backward routes the
+ * gradient through the same draws. */
+START_TEST(values_drop_path)
+{
+	enum { N = 400, S = 30 };
+	struct dl_shape in = SH(N, 3, 10);
+	float *x = malloc(N * S * sizeof *x);
+	for (int i = 0; i < N * S; i++)
+		x[i] = 1.0f + (float)(i % 7);
+	const float *v[] = {x};
+	struct rig r;
+	run_values(&r, "drop_path", "p: 0.3", 1, &in, v, in, 0);
+	expect_values(&r, x, 0);
+	rig_free(&r);
+	run_values(&r, "drop_path", "p: 0.3", 1, &in, v, in, 1);
+	float *dy = alloc_floats(N * S);
+	for (int i = 0; i < N * S; i++)
+		dy[i] = 1.0f;
+	r.n.op->backward(&r.n, r.in, &r.out, dy, r.din, &r.ctx);
+	int dropped = 0;
+	for (int n = 0; n < N; n++) {
+		int z = r.out.data[n * S] == 0.0f;
+		dropped += z;
+		for (int j = 0; j < S; j++) {
+			ck_assert_float_eq_tol(r.out.data[n * S + j],
+					       z ? 0.0f : x[n * S + j] / 0.7f, 1e-5);
+			ck_assert_float_eq_tol(r.din[0][n * S + j], z ? 0.0f : 1.0f / 0.7f, 1e-5);
+		}
+	}
+	ck_assert_msg(dropped > N * 0.22 && dropped < N * 0.38, "%d of %d samples dropped",
+		      dropped, N);
+	rig_free(&r);
+	/* p = 1: every sample zero; p = 0: the identity */
+	run_values(&r, "drop_path", "p: 1", 1, &in, v, in, 1);
+	for (int i = 0; i < N * S; i++)
+		ck_assert(r.out.data[i] == 0.0f);
+	rig_free(&r);
+	run_values(&r, "drop_path", "p: 0", 1, &in, v, in, 1);
+	expect_values(&r, x, 0);
+	rig_free(&r);
+	free(dy);
+	free(x);
+}
+END_TEST
+
 /* ---- located errors ---- */
 
 /* infer fails with DL_EINPUT, naming t.yaml:LINE:COL of hyperparameter
@@ -693,6 +744,30 @@ START_TEST(errors)
 	expect_error("dropout", "p: 1.5", 1, p3, "p", "between 0 and 1");
 	struct dl_shape d1[] = {SH(4)};
 	expect_error("dropout2d", "", 1, d1, NULL, "channels");
+	expect_error("drop_path", "p: 1.5", 1, p3, "p", "between 0 and 1");
+	expect_error("sum", "dim: 0", 1, p3, "dim", "batch dimension");
+	expect_error("max", "dim: [2, -3]", 1, p3, "dim", "batch dimension");
+	expect_error("min", "dim: [1, -2]", 1, p3, "dim", "twice");
+	expect_error("argmax", "dim: 3", 1, p3, "dim", "out of range");
+	expect_error("argmax", "dim: -3", 1, p3, "dim", "batch dimension");
+	struct dl_shape e3[] = {SH(2, 0, 4)};
+	expect_error("max", "dim: 1", 1, e3, "dim", "dimension 1 of the input [2, 0, 4] is empty");
+	expect_error("group_norm", "num_groups: 2", 1, p3, "num_groups",
+		     "num_groups 2 does not divide the input's 3 channels");
+	expect_error("group_norm", "num_groups: 3, num_channels: 6", 1, p3, "num_channels",
+		     "num_channels 6 does not match the input's 3 channels");
+	struct dl_shape v1[] = {SH(5)};
+	expect_error("group_norm", "num_groups: 1", 1, v1, NULL, "expects an [N, C, ...] input");
+	expect_error("instance_norm1d", "", 1, lin, NULL, "expects a [N, C, L] input, got [2, 16]");
+	struct dl_shape i4[] = {SH(2, 3, 4, 5)};
+	expect_error("instance_norm1d", "", 1, i4, NULL, "instance_norm2d takes [N, C, H, W]");
+	expect_error("instance_norm2d", "", 1, p3, NULL, "expects a [N, C, H, W] input, got [2, 3, 4]");
+	expect_error("instance_norm2d", "num_features: 4", 1, i4, "num_features",
+		     "num_features 4 does not match the input's 3 channels");
+	expect_error("adaptive_max_pool2d", "output_size: 2", 1, p3, NULL,
+		     "expects a [N, C, H, W] input");
+	expect_error("adaptive_max_pool1d", "output_size: [2, 2]", 1, p3, "output_size",
+		     "output_size has 2 values");
 }
 END_TEST
 
@@ -710,6 +785,127 @@ START_TEST(infer_idempotent)
 	ck_assert_int_eq(out.d[0], 5);
 	ck_assert_int_eq(r.n.op->infer(&r.n, &c, &out, &err), DL_EINPUT);
 	dl_node_release(&r.n);
+}
+END_TEST
+
+/* ---- the pointwise ops of the contract's "Also" list, positional_encoding
+ * with mode: concat and graph_conv on [N, ..., V, F] ---- */
+
+static const struct gcase pointwise_cases[] = {
+	{"relu6", "", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"relu6", "", 1, {SHAPE(1, 13)}, 0, 0.05, 6},
+	{"hardswish", "", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"hardswish", "", 1, {SHAPE(2, 9)}, 0, 0.05, 3},
+	{"hardswish", "", 1, {SHAPE(1, 3, 3)}, 0, 0.05, -3},
+	{"hardsigmoid", "", 1, {SHAPE(3, 5)}, 0, 0, 0},
+	{"hardsigmoid", "", 1, {SHAPE(2, 9)}, 0, 0.05, 3},
+	{"hardsigmoid", "", 1, {SHAPE(1, 11)}, 0, 0.05, -3},
+	{"elu", "", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"elu", "alpha: 0.3", 1, {SHAPE(1, 13)}, 0, 0.05, 0},
+	{"selu", "", 1, {SHAPE(2, 3, 5)}, 0, 0.05, 0},
+	{"mish", "", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"mish", "", 1, {SHAPE(1, 9)}, 0, 0, -2},
+	{"exp", "", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"log", "", 1, {SHAPE(2, 3, 5)}, 0, 0, 2},
+	{"log", "", 1, {SHAPE(1, 9)}, 0, 0.2, 1.3},
+	{"sqrt", "", 1, {SHAPE(2, 3, 5)}, 0, 0, 2},
+	{"abs", "", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"neg", "", 1, {SHAPE(1, 4, 3)}, 0, 0, 0},
+	{"clamp", "min: 0", 1, {SHAPE(3, 5, 7)}, 0, 0.05, 0},
+	{"clamp", "max: 0", 1, {SHAPE(1, 13)}, 0, 0.05, 0},
+	{"clamp", "min: 0, max: 6", 1, {SHAPE(2, 9)}, 0, 0.05, 6},
+	{"clamp", "min: -0.01, max: 0.01", 1, {SHAPE(2, 5)}, 0, 0.05, 0},
+	{"scale", "factor: 2.5, shift: -1", 1, {SHAPE(3, 5, 7)}, 0, 0, 0},
+	{"scale", "", 1, {SHAPE(1, 3)}, 0, 0, 0},
+	{"positional_encoding", "mode: concat", 1, {SHAPE(2, 5, 3)}, 0, 0, 0},
+	{"positional_encoding", "mode: concat, dim: 4, base: 50", 1, {SHAPE(1, 3, 2)}, 0, 0, 0},
+	{"positional_encoding", "kind: learned, max_len: 7, mode: concat, dim: 2",
+	 1, {SHAPE(3, 5, 3)}, 0, 0, 0},
+	{"positional_encoding", "kind: learned, max_len: 4, mode: concat",
+	 1, {SHAPE(2, 4, 3)}, 0, 0, 0},
+	/* adjacencies U(0, 2): positive degrees */
+	{"graph_conv", "out_features: 3", 2, {SHAPE(2, 3, 4, 3), SHAPE(2, 4, 4)}, 0, 0, 1},
+	{"graph_conv", "out_features: 2", 2, {SHAPE(3, 2, 4, 3), SHAPE(1, 4, 4)}, 0, 0, 1},
+	{"graph_conv", "out_features: 2, bias: false", 2,
+	 {SHAPE(2, 2, 3, 5, 2), SHAPE(1, 5, 5)}, 0, 0, 1},
+	{"graph_conv", "out_features: 4", 2, {SHAPE(3, 5, 2), SHAPE(1, 5, 5)}, 0, 0, 1},
+};
+
+START_TEST(grad_pointwise) { RUN_CASES(pointwise_cases, gradcheck); }
+END_TEST
+
+START_TEST(zero_samples_pointwise) { RUN_CASES(pointwise_cases, zero_batch); }
+END_TEST
+
+START_TEST(values_pointwise)
+{
+	struct dl_shape in = SH(1, 7);
+	const float x[] = {-4.0f, -3.0f, -0.5f, 0.0f, 0.7f, 3.0f, 7.0f};
+	const float *v[] = {x};
+	/* torch.nn.functional.*(torch.tensor(x)), float32 */
+	check_values("relu6", "", 1, &in, v, in,
+		     (const float[]){0, 0, 0, 0, 0.7f, 3.0f, 6.0f}, 0);
+	check_values("hardswish", "", 1, &in, v, in,
+		     (const float[]){-0.0f, -0.0f, -0.2083333283662796f, 0.0f,
+				     0.43166664242744446f, 3.0f, 7.0f}, 1e-6);
+	check_values("hardsigmoid", "", 1, &in, v, in,
+		     (const float[]){0, 0, 0.4166666567325592f, 0.5f,
+				     0.6166666746139526f, 1.0f, 1.0f}, 1e-6);
+	check_values("elu", "alpha: 0.5", 1, &in, v, in,
+		     (const float[]){-0.49084219336509705f, -0.47510647773742676f,
+				     -0.19673466682434082f, 0.0f, 0.7f, 3.0f, 7.0f}, 1e-6);
+	check_values("selu", "", 1, &in, v, in,
+		     (const float[]){-1.7258986234664917f, -1.6705687046051025f,
+				     -0.6917581558227539f, 0.0f, 0.7354906797409058f,
+				     3.1521029472351074f, 7.354907035827637f}, 1e-6);
+	check_values("mish", "", 1, &in, v, in,
+		     (const float[]){-0.07259175181388855f, -0.14564746618270874f,
+				     -0.22074376046657562f, 0.0f, 0.5611483454704285f,
+				     2.98653507232666f, 6.999988555908203f}, 1e-6);
+	check_values("abs", "", 1, &in, v, in,
+		     (const float[]){4, 3, 0.5f, 0, 0.7f, 3, 7}, 0);
+	check_values("neg", "", 1, &in, v, in,
+		     (const float[]){4, 3, 0.5f, -0.0f, -0.7f, -3, -7}, 0);
+	check_values("clamp", "min: -0.5, max: 0.5", 1, &in, v, in,
+		     (const float[]){-0.5f, -0.5f, -0.5f, 0, 0.5f, 0.5f, 0.5f}, 0);
+	check_values("clamp", "max: 0", 1, &in, v, in,
+		     (const float[]){-4, -3, -0.5f, 0, 0, 0, 0}, 0);
+	check_values("clamp", "min: 0.7", 1, &in, v, in,
+		     (const float[]){0.7f, 0.7f, 0.7f, 0.7f, 0.7f, 3, 7}, 0);
+	check_values("scale", "factor: -2, shift: 0.5", 1, &in, v, in,
+		     (const float[]){8.5f, 6.5f, 1.5f, 0.5f, -0.9f, -5.5f, -13.5f}, 1e-6);
+	struct dl_shape p3 = SH(1, 3);
+	const float y[] = {0.25f, 1.0f, 4.0f}, *w[] = {y};
+	check_values("exp", "", 1, &p3, w, p3,
+		     (const float[]){1.2840254166877414f, 2.718281828459045f,
+				     54.598150033144236f}, 1e-6);
+	check_values("log", "", 1, &p3, w, p3,
+		     (const float[]){-1.3862943611198906f, 0.0f,
+				     1.3862943611198906f}, 1e-6);
+	check_values("sqrt", "", 1, &p3, w, p3, (const float[]){0.5f, 1, 2}, 0);
+	/* concat: [x, sin(t), cos(t)] for D = 1, dim 2; t = 0, 1, 2 */
+	struct dl_shape s = SH(1, 3, 1), so = SH(1, 3, 3);
+	const float *u[] = {y};
+	check_values("positional_encoding", "mode: concat, dim: 2", 1, &s, u, so,
+		     (const float[]){0.25f, 0, 1, 1.0f, 0.8414709848078965f,
+				     0.5403023058681398f, 4.0f, 0.9092974268256817f,
+				     -0.4161468365471424f}, 1e-6);
+}
+END_TEST
+
+START_TEST(errors_pointwise)
+{
+	struct dl_shape p3[] = {SH(2, 3, 4)};
+	expect_error("clamp", "min: 2, max: 1", 1, p3, "min", "min 2 is greater than max 1");
+	expect_error("clamp", "", 1, p3, NULL, "needs min, max or both");
+	expect_error("positional_encoding", "dim: 5", 1, p3, "dim",
+		     "dim is 5 but the input [2, 3, 4] has 4 channels");
+	struct dl_shape gx[] = {SH(2, 3, 4, 5), SH(2, 3, 3)};
+	expect_error("graph_conv", "out_features: 2", 2, gx, NULL,
+		     "it must be [2, 4, 4] (or batch 1, shared)");
+	struct dl_shape g2[] = {SH(2, 4), SH(2, 4, 4)};
+	expect_error("graph_conv", "out_features: 2", 2, g2, NULL,
+		     "[N, V, F] or [N, ..., V, F]");
 }
 END_TEST
 
@@ -735,10 +931,18 @@ Suite *make_ops_suite(void)
 	tcase_add_test(v, values_linear_matmul);
 	tcase_add_test(v, values_mean_concat_reshape);
 	tcase_add_test(v, values_dropout);
+	tcase_add_test(v, values_drop_path);
 	suite_add_tcase(s, v);
 	TCase *e = tcase_create("errors");
 	tcase_add_test(e, errors);
 	tcase_add_test(e, infer_idempotent);
 	suite_add_tcase(s, e);
+	TCase *pw = tcase_create("pointwise");
+	tcase_set_timeout(pw, 120);
+	tcase_add_test(pw, grad_pointwise);
+	tcase_add_test(pw, zero_samples_pointwise);
+	tcase_add_test(pw, values_pointwise);
+	tcase_add_test(pw, errors_pointwise);
+	suite_add_tcase(s, pw);
 	return s;
 }

@@ -14,6 +14,7 @@
 
 #include "check_suites.h"
 #include "io/npy.h"
+#include "train/data.h"
 #include "train/loss.h"
 #include "train/optim.h"
 
@@ -588,6 +589,99 @@ START_TEST(test_lr_checks)
 }
 END_TEST
 
+/* ---- data: one array per model input ---- */
+
+/* Writes a float32 .npy of shape [n, a] (a 0: [n]) with values base + i. */
+static void put(FILE *f, int64_t n, int64_t a, float base)
+{
+	int64_t d[2] = {n, a};
+	struct dl_shape s = dl_shape_make(a ? 2 : 1, d);
+	int64_t k = dl_shape_numel(&s);
+	float *v = malloc((size_t)k * sizeof *v);
+	for (int64_t i = 0; i < k; i++)
+		v[i] = base + (float)i;
+	struct dl_tensor t = {s, v};
+	struct dl_error err = {0};
+	ck_assert_int_eq(dl_npy_write(f, "tmp", &t, &err), 0);
+	free(v);
+}
+
+/* Two inputs x [3] and adj [2], float targets [n, 1]: per step x, adj, y. */
+static const struct dl_input_spec two_inputs[2] = {
+	{.name = "x", .ndim = 1, .d = {3}},
+	{.name = "adj", .ndim = 1, .d = {2}},
+};
+
+START_TEST(test_stream_two_inputs)
+{
+	FILE *f = tmpfile();
+	ck_assert_ptr_nonnull(f);
+	put(f, 2, 3, 0);      /* step 1 */
+	put(f, 2, 2, 100);
+	put(f, 2, 1, 200);
+	put(f, 1, 3, 10);     /* step 2: one sample */
+	put(f, 1, 2, 110);
+	put(f, 1, 1, 210);
+	rewind(f);
+	struct dl_data_spec spec = {2, two_inputs, 0};
+	struct dl_dataset d, v;
+	struct dl_error err = {0};
+	ck_assert_msg(dl_dataset_load_stream(&d, f, &spec, &err) == 0, "%s", err.msg);
+	fclose(f);
+	ck_assert_int_eq(d.n, 3);
+	ck_assert_int_eq(d.steps, 2);
+	ck_assert_int_eq(d.n_x, 2);
+	ck_assert_int_eq(d.x[0].shape.d[0], 3);
+	ck_assert_int_eq(d.x[1].shape.d[1], 2);
+	ck_assert(d.x[0].f[6] == 10 && d.x[1].f[4] == 110 && d.y.f[2] == 210);
+	/* the last third moves to the validation set, every array alike */
+	ck_assert_int_eq(dl_dataset_split(&d, &v, 1.0 / 3, &err), 0);
+	ck_assert_int_eq(d.n, 2);
+	ck_assert_int_eq(v.n, 1);
+	ck_assert(v.x[0].f[0] == 10 && v.x[1].f[1] == 111 && v.y.f[0] == 210);
+	ck_assert_int_eq(v.x[1].shape.d[0], 1);
+	dl_dataset_free(&d);
+	dl_dataset_free(&v);
+	dl_dataset_free(NULL);
+}
+END_TEST
+
+START_TEST(test_stream_errors)
+{
+	struct dl_data_spec spec = {2, two_inputs, 0};
+	struct dl_dataset d;
+	struct dl_error err = {0};
+	/* ends after x: names adj */
+	FILE *f = tmpfile();
+	put(f, 2, 3, 0);
+	rewind(f);
+	ck_assert_int_eq(dl_dataset_load_stream(&d, f, &spec, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "'adj'") != NULL, "%s", err.msg);
+	fclose(f);
+	/* adj of the wrong per-sample shape: both shapes named */
+	dl_error_clear(&err);
+	f = tmpfile();
+	put(f, 2, 3, 0);
+	put(f, 2, 4, 0);
+	put(f, 2, 1, 0);
+	rewind(f);
+	ck_assert_int_eq(dl_dataset_load_stream(&d, f, &spec, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "adj") && strstr(err.msg, "[4]") && strstr(err.msg, "[2]"),
+		      "%s", err.msg);
+	fclose(f);
+	/* adj with other sample count than x */
+	dl_error_clear(&err);
+	f = tmpfile();
+	put(f, 2, 3, 0);
+	put(f, 3, 2, 0);
+	put(f, 2, 1, 0);
+	rewind(f);
+	ck_assert_int_eq(dl_dataset_load_stream(&d, f, &spec, &err), DL_EINPUT);
+	ck_assert_msg(strstr(err.msg, "3 samples") != NULL, "%s", err.msg);
+	fclose(f);
+}
+END_TEST
+
 Suite *make_train_suite(void)
 {
 	Suite *s = suite_create("train");
@@ -614,6 +708,11 @@ Suite *make_train_suite(void)
 	tcase_add_loop_test(tc, test_clip_grad_norm, 0, 2);
 	tcase_add_loop_test(tc, test_lr_schedules, 0, 6);
 	tcase_add_test(tc, test_lr_checks);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("data");
+	tcase_add_test(tc, test_stream_two_inputs);
+	tcase_add_test(tc, test_stream_errors);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,10 +2,16 @@
 # `dlrun train` and `dlrun gradcheck`, printing TAP:
 #
 # - parity with PyTorch: every case under tests/data/train_parity/<case>/
-#   (made by tools/gen_train_parity.py) is trained with each args_<S> file's
-#   flags; the weights must match expected_<S>.safetensors tensor by tensor
-#   and `dlrun infer` of the trained model on probe.npy must match
-#   expected_probe_<S>.npy, both within 1e-5 relative (infinity norm);
+#   (made by tools/gen_train_parity.py, and tools/gen_multi_train_parity.py
+#   for models with several inputs, whose data.npz holds one array per
+#   input) is trained with each args_<S> file's flags; the weights must
+#   match expected_<S>.safetensors tensor by tensor, `dlrun infer` of the
+#   trained model on probe.npy must match expected_probe_<S>.npy, and the
+#   logged epoch losses expected_losses_<S>.txt when it exists, all within
+#   1e-5 relative (infinity norm);
+# - models with several inputs and outputs: --data - with two inputs,
+#   .npz errors naming the array, --loss-output, val_accuracy only for
+#   classification losses;
 # - gradcheck passes on every parity model and on tests/data/gradcheck/*.yaml
 #   (every core op with a backward, non-default hyperparameters);
 # - a run killed with SIGKILL after a checkpoint and resumed ends with the
@@ -148,13 +154,40 @@ same_tensors() {
 # parity CASE_DIR SETTING
 parity() {
 	_d=$1
-	rm -f "$tmp/out.safetensors" "$tmp/probe_out.npy"
+	rm -f "$tmp/out.safetensors" "$tmp/probe_out.npy" "$tmp/parity.log"
+	# a model with several inputs: data.npz holds one array per input
+	# and y (tools/gen_multi_train_parity.py)
+	if [ -f "$_d/data.npz" ]; then
+		set -- "$1" "$2" --data "$_d/data.npz"
+	else
+		set -- "$1" "$2" --data "$_d/x.npy" --labels "$_d/y.npy"
+	fi
+	_s=$2
+	shift 2
 	# the args file's flags are split into words on purpose
 	# shellcheck disable=SC2046
 	run_dlrun train "$_d/model.yaml" -w "$_d/init.safetensors" \
-		--data "$_d/x.npy" --labels "$_d/y.npy" $(cat "$_d/args_$2") \
+		"$@" $(cat "$_d/args_$_s") --log "$tmp/parity.log" \
 		-o "$tmp/out.safetensors" -q
 	expect_rc 0 || return 1
+	set -- "$_d" "$_s"
+	# the logged mean loss of each epoch against PyTorch's
+	if [ -f "$_d/expected_losses_$2.txt" ]; then
+		sed -n 's/.*"loss" *: *\([-+0-9.eE]*\).*/\1/p' "$tmp/parity.log" \
+			>"$tmp/losses"
+		if ! awk 'NR == FNR { e[FNR] = $1; n = FNR; next }
+			{ m = FNR; d = $1 - e[FNR]; if (d < 0) d = -d
+			  a = e[FNR] < 0 ? -e[FNR] : e[FNR]
+			  if (d > 1e-5 * a) { bad = 1; print "epoch " FNR ": " $1 \
+				", PyTorch " e[FNR] } }
+			END { if (m != n) { print m " losses logged, expected " n; bad = 1 }
+			      exit bad }' "$_d/expected_losses_$2.txt" "$tmp/losses" \
+			>"$tmp/cmp" 2>&1; then
+			fail "the logged losses differ from PyTorch's:"
+			sed 's/^/  /' "$tmp/cmp" >>"$tmp/diag"
+			return 1
+		fi
+	fi
 	[ -f "$tmp/out.safetensors" ] || {
 		fail "no output file"
 		return 1
@@ -479,6 +512,160 @@ check "bad: an unknown train: key (line:col)" refused \
 	--data "$mlpd/x.npy" --labels "$mlpd/y.npy"
 check "bad: a bad train: value (line:col)" refused 'badval\.yaml:7:' \
 	"$tmp/badval.yaml" --data "$mlpd/x.npy" --labels "$mlpd/y.npy"
+
+# ---- models with several inputs and outputs ----
+
+gcn=$parity/gcn
+
+# --data -: per step one array per input (x, adj), then y; two steps of
+# stream.npy hold the samples of data.npz, so the run is the same
+stream_two_inputs() {
+	# shellcheck disable=SC2046
+	run_dlrun train "$gcn/model.yaml" -w "$gcn/init.safetensors" \
+		--data "$gcn/data.npz" $(cat "$gcn/args_sgd") -q \
+		-o "$tmp/gcn_npz.safetensors"
+	expect_rc 0 || return 1
+	# shellcheck disable=SC2046
+	run_dlrun train "$gcn/model.yaml" -w "$gcn/init.safetensors" \
+		--data - $(cat "$gcn/args_sgd") -q \
+		-o "$tmp/gcn_stream.safetensors" <"$gcn/stream.npy"
+	expect_rc 0 || return 1
+	same_bytes "$tmp/gcn_npz.safetensors" "$tmp/gcn_stream.safetensors"
+}
+check "--data - with two inputs (x, adj, y per step): as the .npz" \
+	stream_two_inputs
+
+refused_stdin() {
+	_in=$1
+	shift
+	refused "$@" <"$_in"
+}
+
+check "bad: .npz without the input adj (named, with its shape)" \
+	refused "no array 'adj'.*adj \[5, 5\]" \
+	"$gcn/model.yaml" --data "$bad/gcn_no_adj.npz"
+check "bad: .npz with an array the model does not take (named)" \
+	refused "'adjacency'" "$gcn/model.yaml" --data "$bad/gcn_misnamed.npz"
+check "bad: .npz adj of the wrong per-sample shape (both shapes)" \
+	refused "adj.*\[4, 4\].*\[5, 5\]" \
+	"$gcn/model.yaml" --data "$bad/gcn_adj_shape.npz"
+check "bad: .npz adj with 5 samples, x with 6" refused "adj.* 5 .* 6" \
+	"$gcn/model.yaml" --data "$bad/gcn_short.npz"
+check "bad: .npz without the labels y" refused "'y'" \
+	"$gcn/model.yaml" --data "$bad/gcn_no_y.npz"
+check "bad: an .npy --data for a model with two inputs" refused \
+	'2 inputs.*x, adj' "$gcn/model.yaml" --data "$gcn/probe.npy" \
+	--labels "$mlpd/y.npy"
+check "bad: --data - ending inside a step (names the missing input)" \
+	refused_stdin "$bad/gcn_stream_short.npy" "step 2.*'adj'" \
+	"$gcn/model.yaml" --data -
+
+# an .npz with <input>_val and y_val carries a validation set (int token
+# inputs too); validation arrays for only some inputs are an error
+val_two_inputs() {
+	for _c in gcn gru_seq2seq; do
+		rm -f "$tmp/val.log"
+		run_dlrun train "$parity/$_c/model.yaml" \
+			-w "$parity/$_c/init.safetensors" \
+			--data "$parity/$_c/with_val.npz" --epochs 2 --batch-size 4 \
+			--log "$tmp/val.log" -q -o "$tmp/val.safetensors"
+		expect_rc 0 || return 1
+		_n=$(grep -c '"val_loss" *:.*"val_accuracy" *:' "$tmp/val.log")
+		[ "$_n" = 2 ] || fail "$_c: $_n log lines with val_loss and val_accuracy, expected 2"
+	done
+	return 0
+}
+check "validation from <input>_val and y_val (gcn, gru_seq2seq)" val_two_inputs
+check "bad: .npz with x_val and y_val but no adj_val (named)" \
+	refused "'adj_val'" "$gcn/model.yaml" --data "$bad/gcn_val_partial.npz"
+
+# --loss-output: a model with two outputs (a: 3 classes, b: 4 classes)
+# trained with the loss on b gives the bytes of the same model with b as
+# its only output (a gets no gradient, and Adam leaves it as it was); the
+# model's train: {loss_output: b} does the same
+cat >"$tmp/two_out.yaml" <<'EOF'
+inputs:
+  x: {shape: [8]}
+outputs: [a, b]
+layers:
+  - name: a
+    linear: {out_features: 3}
+  - name: h
+    in: x
+    linear: {out_features: 6}
+  - relu
+  - name: b
+    linear: {out_features: 4}
+EOF
+sed 's/^outputs: \[a, b\]/outputs: [b]/' "$tmp/two_out.yaml" >"$tmp/one_out.yaml"
+{
+	cat "$tmp/two_out.yaml"
+	printf 'train:\n  loss_output: b\n'
+} >"$tmp/two_out_yaml.yaml"
+sed 's/loss_output: b/loss_output: c/' "$tmp/two_out_yaml.yaml" \
+	>"$tmp/two_out_bad.yaml"
+
+loss_output() {
+	run_dlrun init "$tmp/two_out.yaml" -o "$tmp/two_init.safetensors"
+	expect_rc 0 || return 1
+	set -- -w "$tmp/two_init.safetensors" --data "$mlpd/x.npy" \
+		--labels "$mlpd/y.npy" --epochs 2 --batch-size 4 -q
+	run_dlrun train "$tmp/one_out.yaml" "$@" -o "$tmp/one.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun train "$tmp/two_out.yaml" "$@" --loss-output b \
+		-o "$tmp/two.safetensors"
+	expect_rc 0 || return 1
+	same_bytes "$tmp/one.safetensors" "$tmp/two.safetensors"
+	run_dlrun train "$tmp/two_out_yaml.yaml" "$@" \
+		--output "$tmp/two_y.safetensors"
+	expect_rc 0 || return 1
+	same_bytes "$tmp/one.safetensors" "$tmp/two_y.safetensors"
+}
+check "--loss-output b (and train: {loss_output: b}): the loss on the second output" \
+	loss_output
+check "bad: --loss-output names no output (lists them)" refused \
+	"'nope'.*a, b" "$tmp/two_out.yaml" --data "$mlpd/x.npy" \
+	--labels "$mlpd/y.npy" --loss-output nope
+check "bad: train: {loss_output: c} names no output (line:col)" refused \
+	"two_out_bad\.yaml:[0-9]+:[0-9]+:.*loss_output.*'c'" \
+	"$tmp/two_out_bad.yaml" --data "$mlpd/x.npy" --labels "$mlpd/y.npy"
+# by default the loss is on the first output, a: 3 classes, labels up to 3
+check "the default loss output is the first (a, 3 classes: label 3 refused)" \
+	refused 'out of range for 3 classes' "$tmp/two_out.yaml" \
+	--data "$mlpd/x.npy" --labels "$mlpd/y.npy"
+
+# val_accuracy exists only for classification losses: not for mse, in the
+# log nor on the progress line; bce_with_logits has it
+val_accuracy_mse() {
+	_m=$parity/mse
+	rm -f "$tmp/mse.log" "$tmp/bce.log"
+	run_dlrun train "$_m/model.yaml" -w "$_m/init.safetensors" \
+		--data "$_m/x.npy" --labels "$_m/y.npy" --loss mse --epochs 2 \
+		--batch-size 4 --val-data "$_m/x.npy" --val-labels "$_m/y.npy" \
+		--log "$tmp/mse.log" -o "$tmp/mse.safetensors"
+	expect_rc 0 || return 1
+	_n=$(grep -c '"val_loss" *:' "$tmp/mse.log")
+	[ "$_n" = 2 ] || fail "$_n log lines with val_loss, expected 2"
+	grep val_accuracy "$tmp/mse.log" >/dev/null &&
+		fail "the log has val_accuracy for mse: $(head -n 1 "$tmp/mse.log")"
+	_n=$(grep -c 'val_loss' "$tmp/stderr")
+	[ "$_n" = 2 ] || fail "$_n progress lines with val_loss, expected 2"
+	grep val_accuracy "$tmp/stderr" >/dev/null &&
+		fail "the progress line has val_accuracy for mse: $(head -n 1 "$tmp/stderr")"
+	_b=$parity/bce
+	run_dlrun train "$_b/model.yaml" -w "$_b/init.safetensors" \
+		--data "$_b/x.npy" --labels "$_b/y.npy" --loss bce_with_logits \
+		--epochs 1 --val-data "$_b/x.npy" --val-labels "$_b/y.npy" \
+		--log "$tmp/bce.log" -o "$tmp/bce.safetensors"
+	expect_rc 0 || return 1
+	grep '"val_accuracy" *:' "$tmp/bce.log" >/dev/null ||
+		fail "no val_accuracy in the log for bce_with_logits"
+	grep 'val_accuracy' "$tmp/stderr" >/dev/null ||
+		fail "no val_accuracy on the progress line for bce_with_logits"
+	return 0
+}
+check "val_accuracy: absent for mse (log and progress), present for bce" \
+	val_accuracy_mse
 
 # ---- --log and the model's train: defaults ----
 

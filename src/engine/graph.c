@@ -63,12 +63,15 @@ void dl_graph_free(struct dl_graph *g)
 		free(g->sym_names[i]);
 	free(g->sym_names);
 	free(g->sym_vals);
-	free(g->param_block);
-	free(g->grad_block);
-	free(g->arena);
-	free(g->ws);
+	if (!g->borrowed) {
+		free(g->param_block);
+		free(g->grad_block);
+		free(g->arena);
+		free(g->ws);
+		free(g->saved);
+	}
 	free(g->tin);
-	free(g->saved);
+	free(g->last_in);
 	free(g->saved_off);
 	free(g->din);
 	free(g->prof);
@@ -171,9 +174,21 @@ static int layout_params(struct dl_graph *g, struct dl_error *err)
 	return 0;
 }
 
+static int same_inputs(const struct dl_graph *g, const struct dl_shape *in)
+{
+	if (!g->shapes_ready || !g->last_in)
+		return 0;
+	for (int i = 0; i < g->n_inputs; i++)
+		if (!dl_shape_equal(&g->last_in[i], &in[i]))
+			return 0;
+	return 1;
+}
+
 int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 		   struct dl_error *err)
 {
+	if (same_inputs(g, in))
+		return 0;
 	g->shapes_ready = 0;
 	int rc = bind_inputs(g, in, err);
 	if (rc)
@@ -211,6 +226,12 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 	free(ins);
 	if (!g->params_ready && (rc = layout_params(g, err)) != 0)
 		return rc;
+	if (!g->last_in && g->n_inputs > 0 &&
+	    !(g->last_in = calloc((size_t)g->n_inputs, sizeof *g->last_in)))
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int i = 0; i < g->n_inputs; i++)
+		g->last_in[i] = in[i];
+	g->shape_gen++;
 	g->shapes_ready = 1;
 	return 0;
 }
@@ -405,16 +426,25 @@ static int plan_training(struct dl_graph *g, int max_in, struct dl_error *err)
 	return 0;
 }
 
+int dl_graph_layout(struct dl_graph *g, int train, size_t *arena_bytes,
+		    struct dl_error *err)
+{
+	for (int v = 0; v < g->n_values; v++)
+		g->values[v].bytes = align_up((size_t)dl_shape_numel(&g->values[v].shape) * sizeof(float));
+	lifetimes(g, train);
+	return layout(g, train, arena_bytes, err);
+}
+
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
 		return dl_error_set(err, DL_ERUN, "internal: plan before shape inference");
+	if (g->plan_gen == g->shape_gen && g->plan_train == train)
+		return 0;
+	g->plan_gen = 0;
 	g->train_plan = train;
-	for (int v = 0; v < g->n_values; v++)
-		g->values[v].bytes = align_up((size_t)dl_shape_numel(&g->values[v].shape) * sizeof(float));
-	lifetimes(g, train);
 	size_t top = 0, ws = 0;
-	int rc = layout(g, train, &top, err);
+	int rc = dl_graph_layout(g, train, &top, err);
 	if (rc)
 		return rc;
 	int max_in = 1;
@@ -455,7 +485,11 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 		g->values[v].data = (float *)(g->arena + g->values[v].offset);
 		g->values[v].grad = train ? (float *)(g->arena + g->values[v].goffset) : NULL;
 	}
-	return train ? plan_training(g, max_in, err) : 0;
+	if (train && (rc = plan_training(g, max_in, err)) != 0)
+		return rc;
+	g->plan_gen = g->shape_gen;
+	g->plan_train = train;
+	return 0;
 }
 
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)

@@ -46,9 +46,11 @@ struct dl_row {
 	int value;         /* the entry's output value */
 };
 
-/* The sub-models of a node whose op takes a list of entries (an ENTRIES
- * hyperparameter): n copies of the body, each its own graph with one input
- * of per-sample shape [D], D bound by the data. node->sub points here. */
+/* The inner graphs of a composite node: the copies of the body of an
+ * ENTRIES hyperparameter (a mixture's experts, one input of per-sample
+ * shape [D]), or the one graph a composite op builds (a transformer layer).
+ * Their memory and parameters are the parent's (borrowed; planned by
+ * ops/subgraph.h). node->sub points here. */
 struct dl_subgraphs {
 	int n;
 	struct dl_graph **g;
@@ -89,6 +91,14 @@ struct dl_graph {
 	float *param_block;
 	float *grad_block;           /* NULL until training asks for it */
 
+	/* The input shapes of the last successful inference, and what the
+	 * memory plan was made for: a stream of same-shaped steps infers and
+	 * plans once. */
+	struct dl_shape *last_in;    /* [n_inputs] */
+	unsigned shape_gen;          /* counts successful inferences */
+	unsigned plan_gen;           /* shape_gen of the plan; 0: none */
+	int plan_train;
+
 	/* Memory plan for the current shapes. */
 	int shapes_ready;
 	int train_plan;              /* the plan holds gradients and keeps
@@ -117,6 +127,11 @@ struct dl_graph {
 
 	int n_train;
 	struct dl_kv *train;
+
+	int borrowed;                /* a composite's inner graph: its arena,
+	                              * ws, saved state and parameters are
+	                              * views into its parent's plan and
+	                              * parameter block (ops/subgraph.h) */
 };
 
 /* Frees everything the graph owns; NULL-safe. */
@@ -133,6 +148,13 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
  * keeps an activation until the last backward that reads it (see the
  * DL_OP_BWD_* flags). */
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err);
+/* The activation layout alone, for the current shapes (after inference):
+ * sets every value's bytes, lifetimes and offset (and, train, gradient
+ * offset) as dl_graph_plan does, and the arena size in *arena_bytes, but
+ * allocates nothing that outlives the call. For a graph whose memory its
+ * parent plans (a composite's inner graph). */
+int dl_graph_layout(struct dl_graph *g, int train, size_t *arena_bytes,
+		    struct dl_error *err);
 /* Runs every node. in[i] holds model input i in the inferred shape.
  * Outputs are then in g->values[g->outputs[k]]. */
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx);

@@ -93,6 +93,21 @@ struct dl_param {
 
 struct dl_op_desc;
 
+/* One node of a composite's inner graph, as the composite's C code
+ * describes it (transformer.c); node->build_sub makes it a node. */
+struct dl_sub_node {
+	const char *scope;         /* below the composite's: "self_attn" */
+	const char *op;            /* op name: "multihead_attention" */
+	int n_in;                  /* 0: the previous node's output (the
+	                            * composite's first input for node 0) */
+	int in[2];                 /* k >= 0: node k's output; -1 - i: the
+	                            * composite's input i */
+	struct {
+		const char *name;  /* NULL ends the list */
+		double value;      /* INT, FLOAT or BOOL */
+	} hp[4];                   /* the others keep their defaults */
+};
+
 struct dl_node {
 	const struct dl_op_desc *op;
 	const char *scope;         /* parameter key prefix, "4.0" */
@@ -114,14 +129,16 @@ struct dl_node {
 	int64_t macs;              /* multiply-adds of one forward call */
 
 	void *priv;                /* op-private, free()d with the graph */
-	void *sub;                 /* struct dl_subgraphs (engine/graph.h) of
-	                            * an ENTRIES hyperparameter */
-	/* Builds n->sub (one sub-model) from a model description in the
-	 * model-file format, for ops whose structure depends on sizes known
-	 * only at shape inference (the transformer layers). Set by the loader,
-	 * so ops need not know it; NULL outside a loaded model. */
-	int (*build_sub)(struct dl_node *n, const char *yaml,
-			 struct dl_error *err);
+	void *sub;                 /* struct dl_subgraphs (engine/graph.h): an
+	                            * ENTRIES hyperparameter's copies, or the
+	                            * inner graph of a composite op */
+	/* Builds n->sub (one inner graph, inputs those of n, output the last
+	 * node's) from spec[0..count-1], each node from its op's descriptor,
+	 * for ops whose structure depends on sizes known only at shape
+	 * inference (the transformer layers). Set by the loader, so ops need
+	 * not know it; NULL outside a loaded model. */
+	int (*build_sub)(struct dl_node *n, const struct dl_sub_node *spec,
+			 int count, struct dl_error *err);
 };
 
 /* Run-time context of one forward or backward call. */

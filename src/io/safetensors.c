@@ -346,6 +346,13 @@ static int read_as(const struct dl_safetensors *st, int i, void *dst,
 		dl_dtype_to_i64((enum dl_dtype)t->dtype, src, (size_t)t->numel, dst);
 	else
 		dl_dtype_to_f32((enum dl_dtype)t->dtype, src, (size_t)t->numel, dst);
+	/* Once copied, the mapped pages are let go: they would stay resident
+	 * beside the copy, the weights held twice (a page shared with the
+	 * next tensor is read again from the page cache). */
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)src / page * page, hi = (uintptr_t)(src + t->nbytes);
+	if (t->nbytes)
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
 	return 0;
 }
 

@@ -2,6 +2,8 @@
  * time with getline and never beyond the requested rows, so a co-process
  * that writes a line and waits for the answer is served at once. */
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,16 +60,18 @@ static int64_t parse_line(struct dl_text_reader *r, size_t len, float *dst,
 		double v = strtod(tok, &stop);
 		long col = (long)(tok - r->buf) + 1;
 		if (stop != s || stop == tok)
-			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: '%s' is "
+			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: '%.32s%s' is "
 					    "not a number", r->name,
-					    (long long)r->line, col, tok);
+					    (long long)r->line, col, tok,
+					    strlen(tok) > 32 ? "..." : "");
 		/* strtod gives HUGE_VAL with ERANGE for 1e999, and a finite
 		 * double such as 1e39 silently becomes inf as a float */
 		if ((errno == ERANGE && isinf(v)) ||
 		    (isfinite(v) && isinf((float)v)))
-			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: %s is "
+			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: %.32s%s is "
 					    "beyond the float32 range", r->name,
-					    (long long)r->line, col, tok);
+					    (long long)r->line, col, tok,
+					    strlen(tok) > 32 ? "..." : "");
 		if (n < room)
 			dst[n] = (float)v;
 		n++;
@@ -75,6 +79,52 @@ static int64_t parse_line(struct dl_text_reader *r, size_t len, float *dst,
 			s++;
 	}
 	return n;
+}
+
+/* Bytes a line may take: room for every value written with 64 characters,
+ * plus a comment. A longer line is refused before it is read whole. */
+static size_t line_limit(int64_t values)
+{
+	if (values < 0 || values > (int64_t)(SIZE_MAX / 128))
+		return SIZE_MAX / 2;
+	return (size_t)values * 64 + 65536;
+}
+
+/* Reads one line (with its newline, if any) into r->buf, NUL-terminated,
+ * growing it up to limit bytes. Returns its length, -1 at end of stream,
+ * or DL_EINPUT / DL_ERUN with err set. */
+static ssize_t read_line(struct dl_text_reader *r, size_t limit,
+			 struct dl_error *err)
+{
+	size_t len = 0;
+	int c;
+	while ((c = getc_unlocked(r->f)) != EOF) {
+		if (len + 2 > r->cap) {
+			if (len >= limit)
+				return dl_error_set(err, DL_EINPUT, "%s:%lld: line is "
+						    "longer than %zu bytes, more than "
+						    "a row of the model's size takes",
+						    r->name, (long long)r->line + 1, limit);
+			size_t cap = r->cap ? r->cap * 2 : 4096;
+			if (cap > limit + 2)
+				cap = limit + 2;
+			char *b = realloc(r->buf, cap);
+			if (!b)
+				return dl_error_set(err, DL_ERUN, "out of memory");
+			r->buf = b;
+			r->cap = cap;
+		}
+		r->buf[len++] = (char)c;
+		if (c == '\n')
+			break;
+	}
+	if (ferror(r->f))
+		return dl_error_set(err, DL_ERUN, "%s: read error: %s", r->name,
+				    strerror(errno));
+	if (len == 0)
+		return -1;
+	r->buf[len] = '\0';
+	return (ssize_t)len;
 }
 
 int64_t dl_text_read_rows(struct dl_text_reader *r, int64_t *width,
@@ -88,14 +138,11 @@ int64_t dl_text_read_rows(struct dl_text_reader *r, int64_t *width,
 				    (long long)*width, (long long)cap_values);
 	int64_t rows = 0, first_line = 0;
 	while (rows < max_rows) {
-		errno = 0;
-		ssize_t len = getline(&r->buf, &r->cap, r->f);
-		if (len < 0) {
-			if (ferror(r->f))
-				return dl_error_set(err, DL_ERUN, "%s: read error: "
-						    "%s", r->name, strerror(errno));
+		ssize_t len = read_line(r, line_limit(*width > 0 ? *width : cap_values), err);
+		if (len < -1)
+			return len;
+		if (len < 0)
 			break;
-		}
 		r->line++;
 		int64_t w = *width > 0 ? *width : cap_values;
 		int64_t n = parse_line(r, (size_t)len, dst + rows * w, w, err);

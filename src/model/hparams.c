@@ -342,8 +342,7 @@ static int set_default(struct dl_node *n, int i, struct dl_error *err)
 	return 0;
 }
 
-int dl_hp_read(struct dl_node *n, yaml_document_t *doc, yaml_node_t *map,
-	       struct dl_error *err)
+int dl_hp_defaults(struct dl_node *n, struct dl_error *err)
 {
 	const struct dl_op_desc *op = n->op;
 	free(n->hp);
@@ -355,6 +354,16 @@ int dl_hp_read(struct dl_node *n, yaml_document_t *doc, yaml_node_t *map,
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+int dl_hp_read(struct dl_node *n, yaml_document_t *doc, yaml_node_t *map,
+	       struct dl_error *err)
+{
+	const struct dl_op_desc *op = n->op;
+	int drc = dl_hp_defaults(n, err);
+	if (drc)
+		return drc;
 	if (map && map->type == YAML_SCALAR_NODE && dl_yaml_null(map))
 		map = NULL;
 	if (map && map->type != YAML_MAPPING_NODE) {

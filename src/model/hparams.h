@@ -14,6 +14,10 @@
 int dl_hp_read(struct dl_node *n, yaml_document_t *doc, yaml_node_t *map,
 	       struct dl_error *err);
 
+/* Allocates n->hp with every hyperparameter at its default (the required
+ * ones unset), for nodes built by C code (a composite's inner graph). */
+int dl_hp_defaults(struct dl_node *n, struct dl_error *err);
+
 /* For tests and tools: sets up n for op from the text of a YAML flow
  * mapping body, e.g. "kernel_size: 3, stride: [2, 1]" ("" for defaults).
  * Free with dl_node_release. */

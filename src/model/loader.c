@@ -40,7 +40,7 @@ static const char *const train_keys[] = {
 	"dampening", "nesterov", "weight_decay", "betas", "eps",
 	"clip_grad_norm", "lr_schedule", "step_size", "gamma", "min_lr",
 	"warmup", "seed", "shuffle", "ignore_index", "val_split",
-	"checkpoint_every", NULL};
+	"checkpoint_every", "loss_output", NULL};
 
 static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -136,7 +136,8 @@ static int new_row(struct loader *L, const char *scope, const char *label,
 }
 
 static int build_subgraphs(struct loader *L, int node, int hp, int depth);
-static int build_sub_text(struct dl_node *n, const char *yaml, struct dl_error *err);
+static int build_sub_nodes(struct dl_node *n, const struct dl_sub_node *spec,
+			   int count, struct dl_error *err);
 
 /* Appends an op node reading `in` and returns its output value id. */
 static int add_node(struct loader *L, const struct dl_op_desc *op,
@@ -149,7 +150,7 @@ static int add_node(struct loader *L, const struct dl_op_desc *op,
 	struct dl_node *n = &g->nodes[g->n_nodes];
 	memset(n, 0, sizeof *n);
 	n->op = op;
-	n->build_sub = build_sub_text;
+	n->build_sub = build_sub_nodes;
 	n->file = g->file;
 	n->line = (int)at->start_mark.line + 1;
 	n->col = (int)at->start_mark.column + 1;
@@ -621,6 +622,7 @@ static int build_subgraphs(struct loader *L, int node, int hp, int depth)
 			break;
 		}
 		sub->g[sub->n++] = g;
+		g->borrowed = 1;  /* memory and parameters: the node's */
 		g->file = xstrdup(parent->file);
 		g->inputs = calloc(1, sizeof *g->inputs);
 		g->sym_names = calloc(1, sizeof *g->sym_names);
@@ -906,59 +908,113 @@ static int parse(struct loader *L)
 	return last < 0 ? last : rc;
 }
 
-/* node->build_sub: a sub-model from generated model text. The text comes
- * from the op, not the user, so every place in it is the node's own. */
-static int build_sub_text(struct dl_node *n, const char *yaml, struct dl_error *err)
+/* node->build_sub: a composite's inner graph from its C description, each
+ * node made from its op's descriptor with default hyperparameters and the
+ * spec's values. Its nodes stand at the composite's place in the file and
+ * are scoped below it ("self_attn"); its memory and parameters are the
+ * parent's (g->borrowed). */
+static int build_sub_nodes(struct dl_node *n, const struct dl_sub_node *spec,
+			   int count, struct dl_error *err)
 {
-	struct loader L;
-	memset(&L, 0, sizeof L);
-	L.file = n->file;
-	L.err = err;
-	L.g = calloc(1, sizeof *L.g);
 	struct dl_subgraphs *sub = calloc(1, sizeof *sub);
-	struct dl_graph **gs = calloc(1, sizeof *gs);
-	if (!L.g || !sub || !gs) {
-		free(L.g);
+	struct dl_graph *g = calloc(1, sizeof *g);
+	if (sub)
+		sub->g = calloc(1, sizeof *sub->g);
+	if (!sub || !g || !sub->g) {
+		if (sub)
+			free(sub->g);
 		free(sub);
-		free(gs);
+		free(g);
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	}
-	L.g->file = xstrdup(n->file);
-	yaml_parser_t parser;
-	yaml_parser_initialize(&parser);
-	yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, strlen(yaml));
-	int rc;
-	if (!yaml_parser_load(&parser, &L.doc)) {
-		rc = dl_node_error(err, n, -1, "internal: bad generated model (%s)",
-				   parser.problem ? parser.problem : "?");
-		yaml_parser_delete(&parser);
-		dl_graph_free(L.g);
+	sub->g[0] = g;
+	sub->n = 1;
+	g->borrowed = 1;
+	g->file = xstrdup(n->file);
+	g->inputs = calloc((size_t)n->n_in, sizeof *g->inputs);
+	g->values = calloc((size_t)(n->n_in + count), sizeof *g->values);
+	g->nodes = calloc((size_t)count, sizeof *g->nodes);
+	g->outputs = calloc(1, sizeof *g->outputs);
+	g->output_names = calloc(1, sizeof *g->output_names);
+	int rc = 0;
+	if (!g->file || !g->inputs || !g->values || !g->nodes || !g->outputs ||
+	    !g->output_names)
+		rc = dl_error_set(err, DL_ERUN, "out of memory");
+	for (int i = 0; rc == 0 && i < n->n_in; i++) {
+		g->inputs[i].line = n->line;
+		g->inputs[i].col = n->col;
+		g->values[g->n_values++].producer = -1;
+		g->n_inputs++;
+	}
+	for (int j = 0; rc == 0 && j < count; j++) {
+		const struct dl_sub_node *sp = &spec[j];
+		const struct dl_op_desc *op = dl_op_find(sp->op);
+		struct dl_node *m = &g->nodes[g->n_nodes];
+		if (!op) {
+			rc = dl_node_error(err, n, -1, "internal: no op '%s'", sp->op);
+			break;
+		}
+		m->op = op;
+		m->file = g->file;
+		m->line = n->line;
+		m->col = n->col;
+		m->scope = xstrdup(sp->scope);
+		m->n_in = sp->n_in ? sp->n_in : 1;
+		m->in = malloc((size_t)m->n_in * sizeof *m->in);
+		g->n_nodes++;
+		if (!m->scope || !m->in) {
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+			break;
+		}
+		for (int k = 0; k < m->n_in; k++) {
+			int src = sp->n_in ? sp->in[k] : j - 1;
+			m->in[k] = src < 0 ? -1 - src : n->n_in + src;
+			if (m->in[k] < 0 || m->in[k] >= g->n_values)
+				rc = dl_node_error(err, n, -1, "internal: %s reads a later node",
+						   sp->scope);
+		}
+		if (rc == 0 && (m->n_in < op->min_in || (op->max_in >= 0 && m->n_in > op->max_in)))
+			rc = dl_node_error(err, n, -1, "internal: %s takes another number of inputs",
+					   op->name);
+		if (rc == 0)
+			rc = dl_hp_defaults(m, err);
+		for (int h = 0; rc == 0 && h < 4 && sp->hp[h].name; h++) {
+			int i = 0;
+			while (i < op->n_hp && strcmp(op->hp[i].name, sp->hp[h].name) != 0)
+				i++;
+			if (i == op->n_hp) {
+				rc = dl_node_error(err, n, -1, "internal: %s has no '%s'",
+						   op->name, sp->hp[h].name);
+				break;
+			}
+			struct dl_hp_value *v = &m->hp[i];
+			v->set = 1;
+			if (op->hp[i].type == DL_HP_FLOAT)
+				v->f = sp->hp[h].value;
+			else
+				v->i = (int64_t)sp->hp[h].value;
+		}
+		if (rc)
+			break;
+		m->out = g->n_values;
+		g->values[g->n_values++].producer = j;
+	}
+	if (rc == 0 && count < 1)
+		rc = dl_node_error(err, n, -1, "internal: an empty composite");
+	if (rc == 0) {
+		g->outputs[0] = g->n_values - 1;
+		g->output_names[0] = xstrdup("output");
+		g->n_outputs = 1;
+		g->values[g->outputs[0]].pinned = 1;
+		if (!g->output_names[0])
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	if (rc) {
+		dl_graph_free(g);
+		free(sub->g);
 		free(sub);
-		free(gs);
 		return rc;
 	}
-	yaml_parser_delete(&parser);
-	struct dl_error inner = {0};
-	L.err = &inner;
-	rc = parse(&L);
-	yaml_document_delete(&L.doc);
-	if (rc) {
-		dl_graph_free(L.g);
-		free(sub);
-		free(gs);
-		return dl_node_error(err, n, -1, "internal: %s", inner.msg);
-	}
-	for (int i = 0; i < L.g->n_nodes; i++) {
-		L.g->nodes[i].line = n->line;
-		L.g->nodes[i].col = n->col;
-	}
-	for (int i = 0; i < L.g->n_inputs; i++) {
-		L.g->inputs[i].line = n->line;
-		L.g->inputs[i].col = n->col;
-	}
-	gs[0] = L.g;
-	sub->n = 1;
-	sub->g = gs;
 	n->sub = sub;
 	return 0;
 }

@@ -179,6 +179,125 @@ static void relu_squared_backward(float *dinp, const float *dout,
 		dinp[i] += inp[i] > 0.0f ? 2.0f * inp[i] * dout[i] : 0.0f;
 }
 
+/* relu6 = hardtanh(x, 0, 6); its gradient is 0 at and outside the bounds,
+ * as PyTorch's hardtanh_backward */
+static void relu6_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float v = inp[i] > 0.0f ? inp[i] : 0.0f;
+		out[i] = v < 6.0f ? v : 6.0f;
+	}
+}
+
+static void relu6_backward(float *dinp, const float *dout, const float *inp,
+			   int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i], g = dout[i];
+		dinp[i] += (x > 0.0f) & (x < 6.0f) ? g : 0.0f;
+	}
+}
+
+/* x relu6(x + 3) / 6 */
+static void hardswish_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float v = inp[i] + 3.0f;
+		v = v > 0.0f ? v : 0.0f;
+		v = v < 6.0f ? v : 6.0f;
+		out[i] = inp[i] * v / 6.0f;
+	}
+}
+
+/* PyTorch's: 0 below -3, x / 3 + 1/2 on [-3, 3], 1 above 3 */
+static void hardswish_backward(float *dinp, const float *dout,
+			       const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i], g = dout[i];
+		float d = x <= 3.0f ? x / 3.0f + 0.5f : 1.0f;
+		dinp[i] += x < -3.0f ? 0.0f : g * d;
+	}
+}
+
+/* relu6(x + 3) / 6 */
+static void hardsigmoid_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		/* dividing first gives PyTorch's min(max(x + 3, 0), 6) / 6
+		 * exactly and keeps the division out of the selects, so the
+		 * loop vectorises */
+		float v = (inp[i] + 3.0f) / 6.0f;
+		v = v > 0.0f ? v : 0.0f;
+		out[i] = v < 1.0f ? v : 1.0f;
+	}
+}
+
+/* PyTorch's: 1/6 strictly inside (-3, 3), else 0 */
+static void hardsigmoid_backward(float *dinp, const float *dout,
+				 const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i], g = dout[i];
+		dinp[i] += ((x > -3.0f) & (x < 3.0f) ? g : 0.0f) * (1.0f / 6.0f);
+	}
+}
+
+#define SELU_ALPHA 1.6732632423543772848170429916717f
+#define SELU_SCALE 1.0507009873554804934193349852946f
+
+/* scale (x if x > 0 else alpha (exp(x) - 1)): elu is scale 1, selu its
+ * constants */
+static void elu_forward(float *out, const float *inp, float alpha,
+			float scale, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i];
+		out[i] = scale * (x > 0.0f ? x : alpha * expm1f(x));
+	}
+}
+
+/* scale (1 if x > 0 else alpha exp(x)), PyTorch's elu_backward on the
+ * input (x = 0 takes the exponential side) */
+static void elu_backward(float *dinp, const float *dout, const float *inp,
+			 float alpha, float scale, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i];
+		dinp[i] += dout[i] * scale * (x > 0.0f ? 1.0f : alpha * expf(x));
+	}
+}
+
+/* x tanh(softplus(x)), softplus = log1p(exp(x)) as PyTorch's kernel (exp
+ * overflowing to inf gives tanh(inf) = 1, y = x) */
+static void mish_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = inp[i] * tanhf(log1pf(expf(inp[i])));
+}
+
+/* d mish = t + x sigmoid(x) (1 - t^2), t = tanh(softplus(x)) */
+static void mish_backward(float *dinp, const float *dout, const float *inp,
+			  int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i];
+		float s = 1.0f / (1.0f + expf(-x));
+		float t = tanhf(log1pf(expf(x)));
+		dinp[i] += dout[i] * (t + x * s * (1.0f - t * t));
+	}
+}
+
 /* ---- softmax along one dimension: inp, out [outer, D, inner] ---- */
 
 static void softmax_forward(float *out, const float *inp, int64_t outer,
@@ -243,7 +362,8 @@ static void softmax_backward(float *dinp, const float *dout, const float *out,
 
 static const struct dl_op_desc op_relu, op_leaky_relu, op_tanh, op_sigmoid,
 	op_gelu, op_silu, op_softplus, op_relu_squared, op_softmax,
-	op_log_softmax;
+	op_log_softmax, op_relu6, op_hardswish, op_hardsigmoid, op_elu, op_selu,
+	op_mish;
 
 static int act_infer(struct dl_node *n, const struct dl_shape *in,
 		     struct dl_shape *out, struct dl_error *err)
@@ -278,6 +398,18 @@ static void act_fwd(struct dl_node *n, const struct dl_tensor *in,
 		softplus_forward(y, x, (float)n->hp[0].f, (float)n->hp[1].f, len);
 	else if (op == &op_relu_squared)
 		relu_squared_forward(y, x, len);
+	else if (op == &op_relu6)
+		relu6_forward(y, x, len);
+	else if (op == &op_hardswish)
+		hardswish_forward(y, x, len);
+	else if (op == &op_hardsigmoid)
+		hardsigmoid_forward(y, x, len);
+	else if (op == &op_elu)
+		elu_forward(y, x, (float)n->hp[0].f, 1.0f, len);
+	else if (op == &op_selu)
+		elu_forward(y, x, SELU_ALPHA, SELU_SCALE, len);
+	else if (op == &op_mish)
+		mish_forward(y, x, len);
 }
 
 static void act_bwd(struct dl_node *n, const struct dl_tensor *in,
@@ -307,6 +439,18 @@ static void act_bwd(struct dl_node *n, const struct dl_tensor *in,
 				  (float)n->hp[1].f, len);
 	else if (op == &op_relu_squared)
 		relu_squared_backward(dx, dout, x, len);
+	else if (op == &op_relu6)
+		relu6_backward(dx, dout, x, len);
+	else if (op == &op_hardswish)
+		hardswish_backward(dx, dout, x, len);
+	else if (op == &op_hardsigmoid)
+		hardsigmoid_backward(dx, dout, x, len);
+	else if (op == &op_elu)
+		elu_backward(dx, dout, x, (float)n->hp[0].f, 1.0f, len);
+	else if (op == &op_selu)
+		elu_backward(dx, dout, x, SELU_ALPHA, SELU_SCALE, len);
+	else if (op == &op_mish)
+		mish_backward(dx, dout, x, len);
 }
 
 /* softmax and log_softmax: the dimension splits the input into
@@ -368,6 +512,9 @@ static const struct dl_hp_desc gelu_hp[] = {
 static const struct dl_hp_desc softplus_hp[] = {
 	{"beta", DL_HP_FLOAT, "1", NULL, 0},
 	{"threshold", DL_HP_FLOAT, "20", NULL, 0},
+};
+static const struct dl_hp_desc elu_hp[] = {
+	{"alpha", DL_HP_FLOAT, "1.0", NULL, 0},
 };
 static const struct dl_hp_desc softmax_hp[] = {
 	{"dim", DL_HP_INT, "-1", NULL, 0},
@@ -437,7 +584,42 @@ static const struct dl_op_desc op_log_softmax = {
 	.flags = DL_OP_BWD_NO_INPUTS,
 };
 
+/* y = min(max(x, 0), 6) */
+static const struct dl_op_desc op_relu6 = {
+	.name = "relu6", .doc = "y = min(max(x, 0), 6)", POINTWISE,
+};
+
+/* y = x relu6(x + 3) / 6 */
+static const struct dl_op_desc op_hardswish = {
+	.name = "hardswish", .doc = "y = x relu6(x + 3) / 6", POINTWISE,
+};
+
+/* y = relu6(x + 3) / 6 */
+static const struct dl_op_desc op_hardsigmoid = {
+	.name = "hardsigmoid", .doc = "y = relu6(x + 3) / 6", POINTWISE,
+};
+
+/* y = x if x > 0 else alpha (exp(x) - 1) */
+static const struct dl_op_desc op_elu = {
+	.name = "elu", .doc = "y = x if x > 0 else alpha (exp(x) - 1)",
+	.hp = elu_hp, .n_hp = 1, POINTWISE,
+};
+
+/* y = scale (x if x > 0 else alpha (exp(x) - 1)), alpha = 1.6732632...,
+ * scale = 1.0507009... */
+static const struct dl_op_desc op_selu = {
+	.name = "selu",
+	.doc = "y = 1.0507 (x if x > 0 else 1.6733 (exp(x) - 1))", POINTWISE,
+};
+
+/* y = x tanh(softplus(x)) */
+static const struct dl_op_desc op_mish = {
+	.name = "mish", .doc = "y = x tanh(log(1 + exp(x)))", POINTWISE,
+};
+
 const struct dl_op_desc *const dl_ops_activation[] = {
 	&op_relu, &op_leaky_relu, &op_tanh, &op_sigmoid, &op_gelu, &op_silu,
-	&op_softplus, &op_relu_squared, &op_softmax, &op_log_softmax, NULL,
+	&op_softplus, &op_relu_squared, &op_softmax, &op_log_softmax,
+	&op_relu6, &op_hardswish, &op_hardsigmoid, &op_elu, &op_selu, &op_mish,
+	NULL,
 };

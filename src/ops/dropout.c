@@ -1,6 +1,7 @@
-/* Dropout: the identity at inference; in training each element (dropout)
- * or each channel of [N, C, ...] (dropout2d) is zeroed with probability p
- * and the survivors scaled by 1 / (1 - p). The mask is drawn from ctx->rng
+/* Dropout: the identity at inference; in training each element (dropout),
+ * each channel of [N, C, ...] (dropout2d) or each whole sample (drop_path,
+ * stochastic depth) is zeroed with probability p and the survivors scaled
+ * by 1 / (1 - p). The mask is drawn from ctx->rng
  * in element order, so a seed gives the same masks on every machine, and
  * kept in ctx->saved (one byte per element or channel) for backward.
  * macs: 0. */
@@ -40,13 +41,13 @@ static void dropout_backward(float *dinp, const float *dout,
 	}
 }
 
-static const struct dl_op_desc op_dropout2d;
+static const struct dl_op_desc op_dropout2d, op_drop_path;
 
 /* groups that share a draw, and their size */
 static void dropout_groups(const struct dl_node *n, const struct dl_shape *x,
 			   int64_t *G, int64_t *S)
 {
-	int split = n->op == &op_dropout2d ? 2 : x->ndim;
+	int split = n->op == &op_dropout2d ? 2 : n->op == &op_drop_path ? 1 : x->ndim;
 	*G = dl_shape_prod(x, 0, split);
 	*S = dl_shape_prod(x, split, x->ndim);
 }
@@ -127,4 +128,16 @@ static const struct dl_op_desc op_dropout2d = {
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
-const struct dl_op_desc *const dl_ops_dropout[] = {&op_dropout, &op_dropout2d, NULL};
+/* training: y[n] = x[n] m[n] / (1 - p), one draw per sample (stochastic
+ * depth, as timm's DropPath and torchvision's StochasticDepth in "row"
+ * mode); inference: y = x */
+static const struct dl_op_desc op_drop_path = {
+	.name = "drop_path", .doc = "y[n] = x[n] m[n] / (1 - p), one draw per sample (training)",
+	.min_in = 1, .max_in = 1, .hp = dropout_hp, .n_hp = 1,
+	.infer = dropout_infer, .forward = dropout_fwd, .backward = dropout_bwd,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+};
+
+const struct dl_op_desc *const dl_ops_dropout[] = {
+	&op_dropout, &op_dropout2d, &op_drop_path, NULL,
+};

@@ -1,7 +1,10 @@
 /* Elementwise arithmetic with broadcasting: add, mul (two or more inputs),
  * sub, div (two). Batch sizes match on their own (equal, or 1); per-sample
  * shapes broadcast as NumPy's, aligned from the right, so [N, T, D] + [N, D]
- * adds a [D] vector per sample. macs: K - 1 per output element. */
+ * adds a [D] vector per sample. macs: K - 1 per output element.
+ * Also the unary ones (exp, log, sqrt, abs, neg, clamp, scale): one mac per
+ * element. */
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -338,6 +341,260 @@ static const struct dl_op_desc op_div = {
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };
 
+/* ---- unary elementwise ops: exp, log, sqrt, abs, neg, clamp, scale ----
+ * out, inp [n]; backward adds into dinp. Gradients follow PyTorch's
+ * derivatives.yaml: exp and sqrt from the output, abs with sign(0) = 0,
+ * clamp passing the gradient where min <= x <= max (bounds included). */
+
+static void exp_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = expf(inp[i]);
+}
+
+static void exp_backward(float *dinp, const float *dout, const float *out,
+			 int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += dout[i] * out[i];
+}
+
+static void log_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = logf(inp[i]);
+}
+
+static void log_backward(float *dinp, const float *dout, const float *inp,
+			 int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += dout[i] / inp[i];
+}
+
+static void sqrt_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = sqrtf(inp[i]);
+}
+
+/* d sqrt = 1 / (2 y), from the output */
+static void sqrt_backward(float *dinp, const float *dout, const float *out,
+			  int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += dout[i] / (2.0f * out[i]);
+}
+
+static void abs_forward(float *out, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = fabsf(inp[i]);
+}
+
+static void abs_backward(float *dinp, const float *dout, const float *inp,
+			 int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float sgn = (float)(inp[i] > 0.0f) - (float)(inp[i] < 0.0f);
+		dinp[i] += dout[i] * sgn;
+	}
+}
+
+/* y = factor x + shift (neg: factor -1, shift 0) */
+static void scale_forward(float *out, const float *inp, float factor,
+			  float shift, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		out[i] = factor * inp[i] + shift;
+}
+
+static void scale_backward(float *dinp, const float *dout, float factor,
+			   int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++)
+		dinp[i] += factor * dout[i];
+}
+
+/* y = min(max(x, lo), hi); an absent bound is -inf or +inf. NaN stays NaN
+ * (both comparisons are false), as torch.clamp. */
+static void clamp_forward(float *out, const float *inp, float lo, float hi,
+			  int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float v = inp[i] < lo ? lo : inp[i];
+		out[i] = v > hi ? hi : v;
+	}
+}
+
+static void clamp_backward(float *dinp, const float *dout, const float *inp,
+			   float lo, float hi, int64_t n)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i], g = dout[i];
+		dinp[i] += (x >= lo) & (x <= hi) ? g : 0.0f;
+	}
+}
+
+enum { CL_MIN, CL_MAX, N_CL_HP };
+enum { SC_FACTOR, SC_SHIFT, N_SC_HP };
+
+static const struct dl_hp_desc clamp_hp[N_CL_HP] = {
+	[CL_MIN] = {"min", DL_HP_FLOAT, "none", NULL, DL_HP_DERIVED},
+	[CL_MAX] = {"max", DL_HP_FLOAT, "none", NULL, DL_HP_DERIVED},
+};
+
+static const struct dl_hp_desc scale_hp[N_SC_HP] = {
+	[SC_FACTOR] = {"factor", DL_HP_FLOAT, "1", NULL, 0},
+	[SC_SHIFT] = {"shift", DL_HP_FLOAT, "0", NULL, 0},
+};
+
+/* clamp's bounds, -inf / +inf where absent */
+static void clamp_bounds(const struct dl_node *n, float *lo, float *hi)
+{
+	*lo = n->hp[CL_MIN].set ? (float)n->hp[CL_MIN].f : -INFINITY;
+	*hi = n->hp[CL_MAX].set ? (float)n->hp[CL_MAX].f : INFINITY;
+}
+
+static const struct dl_op_desc op_exp, op_log, op_sqrt, op_abs, op_neg,
+	op_clamp, op_scale;
+
+static int unary_infer(struct dl_node *n, const struct dl_shape *in,
+		       struct dl_shape *out, struct dl_error *err)
+{
+	if (n->op == &op_clamp) {
+		const struct dl_hp_value *lo = &n->hp[CL_MIN], *hi = &n->hp[CL_MAX];
+		if (!lo->set && !hi->set)
+			return dl_node_error(err, n, -1,
+				"needs min, max or both (as torch.clamp); an absent bound is unbounded");
+		if (lo->set && hi->set && lo->f > hi->f)
+			return dl_node_error(err, n, CL_MIN,
+				"min %g is greater than max %g", lo->f, hi->f);
+	}
+	*out = in[0];
+	n->ws_bytes = 0;
+	n->saved_bytes = 0;
+	n->macs = dl_shape_numel(&in[0]);
+	return 0;
+}
+
+static void unary_fwd(struct dl_node *n, const struct dl_tensor *in,
+		      struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	const struct dl_op_desc *op = n->op;
+	const float *x = in[0].data;
+	float *y = out->data;
+	int64_t len = dl_shape_numel(&in[0].shape);
+	float lo, hi;
+	if (op == &op_exp) {
+		exp_forward(y, x, len);
+	} else if (op == &op_log) {
+		log_forward(y, x, len);
+	} else if (op == &op_sqrt) {
+		sqrt_forward(y, x, len);
+	} else if (op == &op_abs) {
+		abs_forward(y, x, len);
+	} else if (op == &op_neg) {
+		scale_forward(y, x, -1.0f, 0.0f, len);
+	} else if (op == &op_clamp) {
+		clamp_bounds(n, &lo, &hi);
+		clamp_forward(y, x, lo, hi, len);
+	} else if (op == &op_scale) {
+		scale_forward(y, x, (float)n->hp[SC_FACTOR].f,
+			      (float)n->hp[SC_SHIFT].f, len);
+	}
+}
+
+static void unary_bwd(struct dl_node *n, const struct dl_tensor *in,
+		      const struct dl_tensor *out, const float *dout,
+		      float *const *din, struct dl_ctx *ctx)
+{
+	const struct dl_op_desc *op = n->op;
+	float *dx = din[0];
+	int64_t len = dl_shape_numel(&in[0].shape);
+	float lo, hi;
+	if (!dx)
+		return;
+	if (op == &op_exp) {
+		exp_backward(dx, dout, out->data, len);
+	} else if (op == &op_log) {
+		log_backward(dx, dout, in[0].data, len);
+	} else if (op == &op_sqrt) {
+		sqrt_backward(dx, dout, out->data, len);
+	} else if (op == &op_abs) {
+		abs_backward(dx, dout, in[0].data, len);
+	} else if (op == &op_neg) {
+		scale_backward(dx, dout, -1.0f, len);
+	} else if (op == &op_clamp) {
+		clamp_bounds(n, &lo, &hi);
+		clamp_backward(dx, dout, in[0].data, lo, hi, len);
+	} else if (op == &op_scale) {
+		scale_backward(dx, dout, (float)n->hp[SC_FACTOR].f, len);
+	}
+}
+
+/* the fields every unary op shares */
+#define UNARY .min_in = 1, .max_in = 1, .infer = unary_infer, \
+	.forward = unary_fwd, .backward = unary_bwd
+
+/* y = exp(x) */
+static const struct dl_op_desc op_exp = {
+	.name = "exp", .doc = "y = exp(x)", UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS,
+};
+
+/* y = log(x) (natural; -inf at 0, NaN below) */
+static const struct dl_op_desc op_log = {
+	.name = "log", .doc = "y = log(x), natural", UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
+};
+
+/* y = sqrt(x) (NaN below 0) */
+static const struct dl_op_desc op_sqrt = {
+	.name = "sqrt", .doc = "y = sqrt(x)", UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS,
+};
+
+/* y = |x|; dy/dx = sign(x), 0 at 0 */
+static const struct dl_op_desc op_abs = {
+	.name = "abs", .doc = "y = |x|", UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
+};
+
+/* y = -x */
+static const struct dl_op_desc op_neg = {
+	.name = "neg", .doc = "y = -x", UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+};
+
+/* y = min(max(x, min), max), either bound optional; the gradient passes
+ * where min <= x <= max */
+static const struct dl_op_desc op_clamp = {
+	.name = "clamp", .doc = "y = min(max(x, min), max); an absent bound is unbounded",
+	.hp = clamp_hp, .n_hp = N_CL_HP, UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
+};
+
+/* y = factor x + shift */
+static const struct dl_op_desc op_scale = {
+	.name = "scale", .doc = "y = factor x + shift",
+	.hp = scale_hp, .n_hp = N_SC_HP, UNARY,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+};
+
 const struct dl_op_desc *const dl_ops_elementwise[] = {
-	&op_add, &op_mul, &op_sub, &op_div, NULL,
+	&op_add, &op_mul, &op_sub, &op_div, &op_exp, &op_log, &op_sqrt, &op_abs,
+	&op_neg, &op_clamp, &op_scale, NULL,
 };

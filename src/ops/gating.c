@@ -500,22 +500,45 @@ static void gc_normalise(float *ahat, float *s, const float *a, int V)
 		}
 }
 
-/* Scratch: xw and dxw [N, V, O], ahat and dahat [V, V], s [V], acc [O]. */
+/* Scratch: xw and dxw [N, L, V, O], ahat and dahat [V, V], s [V], acc
+ * [O]. */
 struct gc_ws {
 	double *acc;
 	float *xw, *dxw, *ahat, *dahat, *s;
 };
 
-static struct gc_ws gc_ws_split(void *ws, int64_t N, int64_t V, int64_t O)
+static struct gc_ws gc_ws_split(void *ws, int64_t NLV, int64_t V, int64_t O)
 {
 	struct gc_ws g;
 	g.acc = ws;
 	g.xw = (float *)(g.acc + O);
-	g.dxw = g.xw + N * V * O;
-	g.ahat = g.dxw + N * V * O;
+	g.dxw = g.xw + NLV * O;
+	g.ahat = g.dxw + NLV * O;
 	g.dahat = g.ahat + V * V;
 	g.s = g.dahat + V * V;
 	return g;
+}
+
+/* The sizes of x [N, ..., V, F]: L the product of the dimensions between
+ * the batch and the nodes (time steps, ...), which share the sample's
+ * adjacency. */
+struct gc_dims {
+	int N, L, V, F, O;
+	int64_t sa;  /* elements between two samples' adjacencies: 0 shared */
+};
+
+static struct gc_dims gc_dims_of(const struct dl_node *n,
+				 const struct dl_tensor *in)
+{
+	const struct dl_shape *x = &in[0].shape;
+	struct gc_dims d;
+	d.N = (int)x->d[0];
+	d.L = (int)dl_shape_prod(x, 1, x->ndim - 2);
+	d.V = (int)x->d[x->ndim - 2];
+	d.F = (int)x->d[x->ndim - 1];
+	d.O = (int)n->hp[GC_OUT].i;
+	d.sa = in[1].shape.d[0] == 1 ? 0 : (int64_t)d.V * d.V;
+	return d;
 }
 
 static int gc_infer(struct dl_node *n, const struct dl_shape *in,
@@ -523,19 +546,22 @@ static int gc_infer(struct dl_node *n, const struct dl_shape *in,
 {
 	char s[128], t[128];
 	const struct dl_shape *x = &in[0], *a = &in[1];
-	if (x->ndim != 3 || x->d[2] <= 0)
+	if (x->ndim < 3 || x->d[x->ndim - 1] <= 0)
 		return dl_node_error(err, n, -1,
-			"the first input has shape %s; graph_conv needs node features [N, V, F]",
+			"the first input has shape %s; graph_conv needs node features [N, V, F] or [N, ..., V, F]",
 			dl_shape_str(x, s, sizeof s));
-	int64_t N = x->d[0], V = x->d[1], F = x->d[2], O = n->hp[GC_OUT].i;
+	int64_t N = x->d[0], V = x->d[x->ndim - 2], F = x->d[x->ndim - 1];
+	int64_t L = dl_shape_prod(x, 1, x->ndim - 2), O = n->hp[GC_OUT].i;
 	if (a->ndim != 3 || a->d[1] != V || a->d[2] != V ||
 	    (a->d[0] != N && a->d[0] != 1))
 		return dl_node_error(err, n, -1,
 			"the adjacency input has shape %s; with node features %s it must be [%lld, %lld, %lld] (or batch 1, shared)",
 			dl_shape_str(a, s, sizeof s), dl_shape_str(x, t, sizeof t),
 			(long long)N, (long long)V, (long long)V);
-	if (N > INT_MAX || V > INT_MAX || F > INT_MAX || O > INT_MAX ||
-	    (double)N * (double)V * (double)(F > O ? F : O) > (double)DL_MAX_NUMEL ||
+	int64_t NLV = N * L * V;
+	if (N > INT_MAX || L > INT_MAX || V > INT_MAX || F > INT_MAX ||
+	    O > INT_MAX || NLV > INT_MAX ||
+	    (double)NLV * (double)(F > O ? F : O) > (double)DL_MAX_NUMEL ||
 	    (double)V * (double)V > (double)DL_MAX_NUMEL / 4)
 		return dl_node_error(err, n, -1, "the input %s is too large",
 				     dl_shape_str(x, s, sizeof s));
@@ -549,94 +575,109 @@ static int gc_infer(struct dl_node *n, const struct dl_shape *in,
 	    (rc = dl_node_param(n, "bias", &bs, DL_INIT_UNIFORM, bound, err)) < 0)
 		return rc;
 	*out = *x;
-	out->d[2] = O;
+	out->d[x->ndim - 1] = O;
 	n->ws_bytes = (size_t)O * sizeof(double) +
-		      (size_t)(2 * N * V * O + 2 * V * V + V) * sizeof(float);
+		      (size_t)(2 * NLV * O + 2 * V * V + V) * sizeof(float);
 	n->saved_bytes = 0;
-	n->macs = N * V * F * O + N * V * V * O;
+	n->macs = NLV * F * O + NLV * V * O;
 	return 0;
 }
 
 static void gc_fwd(struct dl_node *n, const struct dl_tensor *in,
 		   struct dl_tensor *out, struct dl_ctx *ctx)
 {
-	const struct dl_shape *x = &in[0].shape;
-	int N = (int)x->d[0], V = (int)x->d[1], F = (int)x->d[2];
-	int O = (int)n->hp[GC_OUT].i;
-	int64_t sa = in[1].shape.d[0] == 1 ? 0 : (int64_t)V * V;
-	struct gc_ws g = gc_ws_split(ctx->ws, N, V, O);
+	struct gc_dims d = gc_dims_of(n, in);
+	int V = d.V, O = d.O;
+	int64_t VO = (int64_t)V * O;
+	struct gc_ws g = gc_ws_split(ctx->ws, (int64_t)d.N * d.L * V, V, O);
 	const float *b = param_data(n, "bias");
 	/* X W^T for every node of every sample at once */
-	dl_sgemm(0, 1, N * V, O, F, 1.0f, in[0].data, F, param_data(n, "weight"),
-		 F, 0.0f, g.xw, O);
-	for (int i = 0; i < N; i++) {
-		gc_normalise(g.ahat, g.s, in[1].data + i * sa, V);
-		float *y = out->data + (int64_t)i * V * O;
-		dl_sgemm(0, 0, V, O, V, 1.0f, g.ahat, V, g.xw + (int64_t)i * V * O,
-			 O, 0.0f, y, O);
-		if (b)
-			for (int v = 0; v < V; v++)
-				for (int o = 0; o < O; o++)
-					y[(int64_t)v * O + o] += b[o];
+	dl_sgemm(0, 1, d.N * d.L * V, O, d.F, 1.0f, in[0].data, d.F,
+		 param_data(n, "weight"), d.F, 0.0f, g.xw, O);
+	for (int i = 0; i < d.N; i++) {
+		if (i == 0 || d.sa)  /* a shared adjacency is normalised once */
+			gc_normalise(g.ahat, g.s, in[1].data + i * d.sa, V);
+		for (int l = 0; l < d.L; l++) {
+			int64_t off = ((int64_t)i * d.L + l) * VO;
+			float *y = out->data + off;
+			dl_sgemm(0, 0, V, O, V, 1.0f, g.ahat, V, g.xw + off, O, 0.0f,
+				 y, O);
+			if (b)
+				for (int v = 0; v < V; v++)
+					for (int o = 0; o < O; o++)
+						y[(int64_t)v * O + o] += b[o];
+		}
 	}
 }
 
-/* Per sample: dXW = Ahat^T dY; dAhat = dY XW^T; dA_ij = dAhat_ij s_i s_j
- * - s_i^2 / 2 (rowsum_i + colsum_i of dAhat * Ahat), the second term from
- * the degree (ds_i/ddeg_i = -s_i^3 / 2, ddeg_i/dA_ij = 1). Then dX += dXW
- * W, dW += dXW^T X, db += column sums of dY. */
+/* dA += the gradient of the adjacency A[V, V] given dAhat, the gradient of
+ * Ahat = S (A + I) S: dA_ij = dAhat_ij s_i s_j - s_i^2 / 2 (rowsum_i +
+ * colsum_i of dAhat * Ahat), the second term from the degree (ds_i/ddeg_i
+ * = -s_i^3 / 2, ddeg_i/dA_ij = 1). */
+static void gc_adj_backward(float *da, const float *dahat, const float *ahat,
+			    const float *s, int V)
+{
+	for (int p = 0; p < V; p++) {
+		double r = 0, c = 0;
+		for (int q = 0; q < V; q++) {
+			r += (double)dahat[(int64_t)p * V + q] * ahat[(int64_t)p * V + q];
+			c += (double)dahat[(int64_t)q * V + p] * ahat[(int64_t)q * V + p];
+		}
+		double deg_term = -0.5 * (double)s[p] * s[p] * (r + c);
+		for (int q = 0; q < V; q++)
+			da[(int64_t)p * V + q] += (float)(
+				(double)dahat[(int64_t)p * V + q] * s[p] * s[q] +
+				deg_term);
+	}
+}
+
+/* Per sample and slice l: dXW = Ahat^T dY; dAhat = sum over the slices
+ * (and, for a shared adjacency, the samples) of dY XW^T, then through the
+ * normalisation (gc_adj_backward). Then dX += dXW W, dW += dXW^T X, db +=
+ * column sums of dY. */
 static void gc_bwd(struct dl_node *n, const struct dl_tensor *in,
 		   const struct dl_tensor *out, const float *dout,
 		   float *const *din, struct dl_ctx *ctx)
 {
-	const struct dl_shape *x = &in[0].shape;
-	int N = (int)x->d[0], V = (int)x->d[1], F = (int)x->d[2];
-	int O = (int)n->hp[GC_OUT].i;
-	int64_t sa = in[1].shape.d[0] == 1 ? 0 : (int64_t)V * V;
-	struct gc_ws g = gc_ws_split(ctx->ws, N, V, O);
+	struct gc_dims d = gc_dims_of(n, in);
+	int V = d.V, O = d.O, F = d.F;
+	int64_t VO = (int64_t)V * O, NLV = (int64_t)d.N * d.L * V;
+	struct gc_ws g = gc_ws_split(ctx->ws, NLV, V, O);
 	const float *w = param_data(n, "weight");
 	float *dw = param_grad(n, "weight"), *db = param_grad(n, "bias");
 	float *dx = din[0], *da = din[1];
-	dl_sgemm(0, 1, N * V, O, F, 1.0f, in[0].data, F, w, F, 0.0f, g.xw, O);
-	for (int i = 0; i < N; i++) {
-		const float *a = in[1].data + i * sa;
-		const float *dy = dout + (int64_t)i * V * O;
-		gc_normalise(g.ahat, g.s, a, V);
-		dl_sgemm(1, 0, V, O, V, 1.0f, g.ahat, V, dy, O, 0.0f,
-			 g.dxw + (int64_t)i * V * O, O);
-		if (!da)
-			continue;
-		dl_sgemm(0, 1, V, V, O, 1.0f, dy, O, g.xw + (int64_t)i * V * O, O,
-			 0.0f, g.dahat, V);
-		float *dai = da + i * sa;
-		for (int p = 0; p < V; p++) {
-			double r = 0, c = 0;
-			for (int q = 0; q < V; q++) {
-				r += (double)g.dahat[(int64_t)p * V + q] * g.ahat[(int64_t)p * V + q];
-				c += (double)g.dahat[(int64_t)q * V + p] * g.ahat[(int64_t)q * V + p];
-			}
-			double deg_term = -0.5 * (double)g.s[p] * g.s[p] * (r + c);
-			for (int q = 0; q < V; q++)
-				dai[(int64_t)p * V + q] += (float)(
-					(double)g.dahat[(int64_t)p * V + q] * g.s[p] * g.s[q] +
-					deg_term);
+	dl_sgemm(0, 1, (int)NLV, O, F, 1.0f, in[0].data, F, w, F, 0.0f, g.xw, O);
+	for (int i = 0; i < d.N; i++) {
+		int first = i == 0 || d.sa, last = i == d.N - 1 || d.sa;
+		if (first)
+			gc_normalise(g.ahat, g.s, in[1].data + i * d.sa, V);
+		for (int l = 0; l < d.L; l++) {
+			int64_t off = ((int64_t)i * d.L + l) * VO;
+			dl_sgemm(1, 0, V, O, V, 1.0f, g.ahat, V, dout + off, O, 0.0f,
+				 g.dxw + off, O);
+			if (da)
+				dl_sgemm(0, 1, V, V, O, 1.0f, dout + off, O, g.xw + off,
+					 O, first && l == 0 ? 0.0f : 1.0f, g.dahat, V);
 		}
+		if (da && last && d.L > 0)
+			gc_adj_backward(da + i * d.sa, g.dahat, g.ahat, g.s, V);
 	}
 	if (dx)
-		dl_sgemm(0, 0, N * V, F, O, 1.0f, g.dxw, O, w, F, 1.0f, dx, F);
+		dl_sgemm(0, 0, (int)NLV, F, O, 1.0f, g.dxw, O, w, F, 1.0f, dx, F);
 	if (dw)
-		dl_sgemm(1, 0, O, F, N * V, 1.0f, g.dxw, O, in[0].data, F, 1.0f, dw,
-			 F);
+		dl_sgemm(1, 0, O, F, (int)NLV, 1.0f, g.dxw, O, in[0].data, F, 1.0f,
+			 dw, F);
 	if (db)
-		add_colsums(db, dout, g.acc, (int64_t)N * V, O);
+		add_colsums(db, dout, g.acc, NLV, O);
 }
 
 /* Kipf and Welling: Y = D^-1/2 (A + I) D^-1/2 X W^T + b per sample, x [N,
- * V, F], adj [N, V, V] (or [1, V, V], shared), D = diag of the row sums of
- * A + I; W [out_features, F] and b as linear */
+ * V, F] or [N, ..., V, F] (the leading dimensions, such as time, share the
+ * sample's graph), adj [N, V, V] (or [1, V, V], shared by every sample), D
+ * = diag of the row sums of A + I; W [out_features, F] and b as linear */
 static const struct dl_op_desc op_graph_conv = {
 	.name = "graph_conv",
-	.doc = "Y = D^-1/2 (A + I) D^-1/2 X W^T + b, in: [x, adj]",
+	.doc = "Y = D^-1/2 (A + I) D^-1/2 X W^T + b, in: [x [N, ..., V, F], adj [N, V, V]]",
 	.min_in = 2, .max_in = 2,
 	.hp = gc_hp, .n_hp = N_GC_HP,
 	.infer = gc_infer,

@@ -1,7 +1,8 @@
 /* mixture_of_experts: sparse top-k gating per token (Shazeer et al.). Each
- * expert is a sub-model (a copy of the `expert:` entries, built by the
- * loader as its own graph); only the chosen experts run, on the tokens
- * routed to them. */
+ * expert is an inner graph (a copy of the `expert:` entries, built by the
+ * loader); only the chosen experts run, on the tokens routed to them, in
+ * memory this node's plan holds for the worst case (ops/subgraph.h). */
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +70,34 @@ static struct dl_subgraphs *subs(const struct dl_node *n)
 	return n->sub;
 }
 
+static size_t align64(size_t x)
+{
+	return (x + 63) / 64 * 64;
+}
+
+/* Where things live, in bytes from the workspace's (ws) or the saved
+ * state's (sv) start. Workspace: the kept buffers (inference only), the
+ * backward's scratch, the experts' inference activations (planned for all
+ * M tokens, shared by the experts one after another), the experts' own
+ * workspace. Saved state (training): the kept buffers, then the experts
+ * that ran, each on its share of the tokens, packed one after another. */
+struct moe_mem {
+	size_t keep, scratch, arena, inner_ws;   /* ws offsets */
+	size_t experts;                          /* sv offset */
+};
+
+static struct moe_mem mem(const struct dl_node *n, int64_t M, int64_t E, int64_t k,
+			  int64_t D, int64_t Dout)
+{
+	struct moe_mem m;
+	m.keep = 0;
+	m.scratch = align64(keep_floats(M, E, k, D) * sizeof(float));
+	m.arena = m.scratch + align64(scratch_floats(M, k, D, Dout) * sizeof(float));
+	m.inner_ws = m.arena + dl_sub_planned(n)->arena;
+	m.experts = m.scratch;
+	return m;
+}
+
 static int moe_infer(struct dl_node *n, const struct dl_shape *in,
 		     struct dl_shape *out, struct dl_error *err)
 {
@@ -84,53 +113,92 @@ static int moe_infer(struct dl_node *n, const struct dl_shape *in,
 	int64_t D = in[0].d[in[0].ndim - 1];
 	int64_t M = dl_shape_prod(&in[0], 0, in[0].ndim - 1);
 	int64_t Dout = -1, macs = 0;
-	for (int e = 0; e < E; e++) {
-		struct dl_shape xs = {2, {M, D}};
-		struct dl_error sub = {0};
-		if (dl_graph_infer(s->g[e], &xs, &sub) != 0)
-			return dl_node_error(err, n, HP_EXPERT, "expert %d: %s", e, sub.msg);
-		const struct dl_shape *ys = &s->g[e]->values[s->g[e]->outputs[0]].shape;
-		if (ys->ndim != 2 || s->g[e]->n_outputs != 1)
-			return dl_node_error(err, n, HP_EXPERT,
-					     "an expert must map each token vector to one vector");
-		if (Dout >= 0 && ys->d[1] != Dout)
-			return dl_node_error(err, n, HP_EXPERT, "experts disagree on the output size");
-		Dout = ys->d[1];
-		for (int j = 0; j < s->g[e]->n_nodes; j++) {
-			macs += s->g[e]->nodes[j].macs;
-			if (!s->g[e]->nodes[j].op->backward)
+	/* An expert runs on 1 to M tokens (each token picks k different
+	 * experts, M k rows in all). Its sizes are affine in the rows, so the
+	 * plan is made at M rows and the sizes at 1 and M bound every call. */
+	size_t raw1 = 0, rawM = 0, ws1 = 0;
+	int terms = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int e = 0; e < E; e++) {
+			struct dl_graph *g = s->g[e];
+			struct dl_shape xs = {2, {pass ? M : 1, D}};
+			struct dl_error sub = {0};
+			if (dl_sub_infer(g, &xs, &sub) != 0)
+				return dl_node_error(err, n, HP_EXPERT, "expert %d: %s", e, sub.msg);
+			size_t raw = dl_sub_packed_bytes(g, 0, &terms);
+			if (!pass) {
+				raw1 = raw > raw1 ? raw : raw1;
+				for (int j = 0; j < g->n_nodes; j++)
+					ws1 = g->nodes[j].ws_bytes > ws1 ? g->nodes[j].ws_bytes : ws1;
+				continue;
+			}
+			rawM = raw > rawM ? raw : rawM;
+			const struct dl_shape *ys = &g->values[g->outputs[0]].shape;
+			if (ys->ndim != 2 || g->n_outputs != 1)
 				return dl_node_error(err, n, HP_EXPERT,
-						     "experts are made of ops that can be trained; %s cannot",
-						     s->g[e]->nodes[j].op->name);
+						     "an expert must map each token vector to one vector");
+			if (Dout >= 0 && ys->d[1] != Dout)
+				return dl_node_error(err, n, HP_EXPERT, "experts disagree on the output size");
+			Dout = ys->d[1];
+			for (int j = 0; j < g->n_nodes; j++) {
+				macs += g->nodes[j].macs;
+				if (!g->nodes[j].op->backward)
+					return dl_node_error(err, n, HP_EXPERT,
+							     "experts are made of ops that can be trained; %s cannot",
+							     g->nodes[j].op->name);
+			}
 		}
-	}
 	/* parameters: the gate, then every expert's, named experts.I.J.NAME */
 	struct dl_shape gs = {2, {E, D}};
 	int rc = dl_node_param(n, "gate.weight", &gs, DL_INIT_ZEROS, 0, err);
 	if (rc < 0)
 		return rc;
-	if ((rc = dl_sub_declare(n, s, err)) != 0)
+	struct dl_sub_sizes sz;
+	if ((rc = dl_sub_plan(n, s, &sz, err)) != 0)
 		return rc;
 	*out = in[0];
 	out->d[out->ndim - 1] = Dout;
-	size_t keep = keep_floats(M, E, k, D);
-	n->saved_bytes = keep * sizeof(float);
-	n->ws_bytes = (keep + scratch_floats(M, k, D, Dout)) * sizeof(float);
+	/* the experts that run, packed: each buffer's bytes are a + b rows
+	 * (give or take a few: bit masks), rounded up to 64 */
+	size_t packed;
+	int64_t running = E < k * M ? E : k * M;
+	if (M <= 1) {
+		packed = (size_t)running * (raw1 + 128 * (size_t)terms);
+	} else {
+		size_t b = rawM > raw1 ? (rawM - raw1 + (size_t)M - 2) / (size_t)(M - 1) : 0;
+		size_t a = raw1 > b ? raw1 - b : 0;
+		packed = (size_t)running * (a + 128 * (size_t)terms) + b * (size_t)(k * M);
+	}
+	struct moe_mem m = mem(n, M, E, k, D, Dout);
+	n->saved_bytes = m.experts + packed;
+	n->ws_bytes = m.inner_ws + (align64(ws1) > sz.ws ? align64(ws1) : sz.ws);
 	n->macs = M * D * E + macs * k / E;
 	return 0;
 }
 
-/* Runs expert e on its cnt gathered tokens; returns its output rows. */
+/* Runs expert e on its cnt gathered tokens, placed at *used bytes into
+ * the saved state (training; *used grows) or in the workspace; returns
+ * its output rows. */
 static const float *run_expert(struct dl_node *n, int e, int64_t cnt, int64_t D,
-			       float *xg, struct dl_ctx *ctx)
+			       float *xg, const struct moe_mem *m, size_t *used,
+			       struct dl_ctx *ctx)
 {
 	struct dl_graph *g = subs(n)->g[e];
 	struct dl_shape xs = {2, {cnt, D}};
 	struct dl_error err = {0};
-	/* shapes were checked for every token count at the node's infer */
-	if (dl_sub_prepare(g, &xs, ctx->train, &err) != 0)
+	/* cannot fail: the expert was inferred on 1 and M rows, and a token
+	 * count changes only the batch */
+	if (dl_sub_infer(g, &xs, &err) != 0)
 		return NULL;
-	dl_sub_link(n, subs(n));
+	char *ws = ctx->ws;
+	/* the bound of moe_infer holds for affine sizes */
+	assert(!ctx->saved || m->experts + *used + dl_sub_packed_bytes(g, 1, NULL) <=
+				      n->saved_bytes);
+	if (ctx->saved)
+		*used += dl_sub_bind_packed(g, (char *)ctx->saved + m->experts + *used,
+					    ws + m->inner_ws);
+	else
+		dl_sub_bind(n, subs(n), e, 0, ws + m->arena, ws + m->inner_ws);
 	struct dl_ctx sub = *ctx;
 	float *in[1] = {xg};
 	dl_graph_forward(g, in, &sub);
@@ -147,9 +215,11 @@ static void moe_forward(struct dl_node *n, const struct dl_tensor *in,
 	memset(out->data, 0, (size_t)(M * Dout) * sizeof(float));
 	if (M == 0)
 		return;
+	struct moe_mem m = mem(n, M, E, k, D, Dout);
 	struct moe_buf b;
 	layout(&b, ctx->saved ? ctx->saved : ctx->ws, NULL, M, E, k, D, Dout);
 	const float *x = in[0].data, *gate = n->params[0].data;
+	dl_sub_link(n, subs(n));
 	dl_sgemm(0, 1, (int)M, (int)E, (int)D, 1.0f, x, (int)D, gate, (int)D, 0.0f,
 		 b.logits, (int)E);
 	/* top k per token (the lower index first on ties), softmax among them */
@@ -189,11 +259,13 @@ static void moe_forward(struct dl_node *n, const struct dl_tensor *in,
 	for (int64_t e = E; e > 0; e--)
 		b.start[e] = b.start[e - 1];
 	b.start[0] = 0;
+	size_t used = 0;
 	for (int e = 0; e < E; e++) {
 		int64_t cnt = b.start[e + 1] - b.start[e];
 		if (cnt == 0)
 			continue;
-		const float *y = run_expert(n, e, cnt, D, b.xg + (int64_t)b.start[e] * D, ctx);
+		const float *y = run_expert(n, e, cnt, D, b.xg + (int64_t)b.start[e] * D,
+					    &m, &used, ctx);
 		if (!y)
 			continue;
 		for (int64_t r = 0; r < cnt; r++) {
@@ -216,16 +288,22 @@ static void moe_backward(struct dl_node *n, const struct dl_tensor *in,
 	int64_t Dout = out->shape.d[out->shape.ndim - 1];
 	if (M == 0)
 		return;
+	struct moe_mem m = mem(n, M, E, k, D, Dout);
 	struct moe_buf b;
-	layout(&b, ctx->saved, (float *)ctx->ws + keep_floats(M, E, k, D), M, E, k, D, Dout);
+	layout(&b, ctx->saved, (float *)(void *)((char *)ctx->ws + m.scratch), M, E, k, D, Dout);
 	const float *x = in[0].data, *gate = n->params[0].data;
 	float *dgate = n->params[0].grad;
 	double *gw = b.gw;  /* dout[t] . y_e[row] for each (token, slot) */
+	size_t used = 0;
+	dl_sub_link(n, subs(n));
 	for (int e = 0; e < E; e++) {
 		int64_t cnt = b.start[e + 1] - b.start[e];
 		if (cnt == 0)
 			continue;
+		/* the expert where its forward left it, shapes and all */
 		struct dl_graph *g = subs(n)->g[e];
+		used += dl_sub_bind_packed(g, (char *)ctx->saved + m.experts + used,
+					   (char *)ctx->ws + m.inner_ws);
 		const float *y = g->values[g->outputs[0]].data;
 		for (int64_t r = 0; r < cnt; r++) {
 			int ts = b.order[b.start[e] + r];
@@ -239,7 +317,6 @@ static void moe_backward(struct dl_node *n, const struct dl_tensor *in,
 		}
 		/* the expert's own backward: parameters, and its inputs' gradient */
 		memset(b.dx, 0, (size_t)(cnt * D) * sizeof(float));
-		dl_sub_link(n, subs(n));
 		struct dl_ctx sub = *ctx;
 		const float *dys[1] = {b.dy};
 		float *dxs[1] = {b.dx};

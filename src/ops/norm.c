@@ -1,7 +1,9 @@
 /* Normalisation: batch_norm1d, batch_norm2d (batch statistics in training,
- * running statistics in evaluation, PyTorch's momentum update) and
- * layer_norm over trailing dimensions. Statistics are accumulated in double;
- * forward saves mean and 1/std for backward when training. */
+ * running statistics in evaluation, PyTorch's momentum update),
+ * layer_norm over trailing dimensions, and group_norm, instance_norm1d,
+ * instance_norm2d (statistics per sample and group of channels).
+ * Statistics are accumulated in double; forward saves mean and 1/std for
+ * backward when training. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -499,6 +501,328 @@ static const struct dl_op_desc layer_norm_op = {
 	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
+/* ---- group norm and instance norm ---- */
+
+/* group_norm: num_groups, num_channels (inferred), eps, affine */
+enum { HG_GROUPS, HG_CHANNELS, HG_EPS, HG_AFFINE, N_GN_HP };
+/* instance norms: PyTorch's InstanceNorm1d/2d arguments and defaults */
+enum { HI_NUM, HI_EPS, HI_MOMENTUM, HI_AFFINE, HI_TRACK, N_IN_HP };
+
+static const struct dl_hp_desc gn_hp[N_GN_HP] = {
+	{"num_groups", DL_HP_INT, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
+	{"num_channels", DL_HP_INT, "inferred", NULL, DL_HP_DERIVED | DL_HP_POSITIVE},
+	{"eps", DL_HP_FLOAT, "1e-5", NULL, DL_HP_NONNEG},
+	{"affine", DL_HP_BOOL, "true", NULL, 0},
+};
+
+static const struct dl_hp_desc in_hp[N_IN_HP] = {
+	{"num_features", DL_HP_INT, "inferred", NULL, DL_HP_DERIVED | DL_HP_POSITIVE},
+	{"eps", DL_HP_FLOAT, "1e-5", NULL, DL_HP_NONNEG},
+	{"momentum", DL_HP_FLOAT, "0.1", NULL, DL_HP_NONNEG},
+	{"affine", DL_HP_BOOL, "false", NULL, 0},
+	{"track_running_stats", DL_HP_BOOL, "false", NULL, 0},
+};
+
+static int is_group_norm(const struct dl_node *n)
+{
+	return n->op->hp == gn_hp;
+}
+
+/* Input [N, C, S...] seen as [N, G, C/G, S]: group_norm's groups, or one
+ * group per channel for the instance norms. */
+static int gn_shape(const struct dl_node *n, const struct dl_shape *in,
+		    int64_t *N, int64_t *C, int64_t *G, int64_t *S,
+		    struct dl_error *err)
+{
+	char a[64];
+	int gn = is_group_norm(n);
+	int two_d = strcmp(n->op->name, "instance_norm2d") == 0;
+	if (gn && in->ndim < 2)
+		return dl_node_error(err, n, -1, "expects an [N, C, ...] input, got %s",
+				     dl_shape_str(in, a, sizeof a));
+	if (!gn && in->ndim != (two_d ? 4 : 3))
+		return dl_node_error(err, n, -1, "expects a %s input, got %s%s",
+				     two_d ? "[N, C, H, W]" : "[N, C, L]",
+				     dl_shape_str(in, a, sizeof a),
+				     in->ndim == (two_d ? 3 : 4) ? two_d ?
+				     " (instance_norm1d takes [N, C, L])" :
+				     " (instance_norm2d takes [N, C, H, W])" : "");
+	*N = in->d[0];
+	*C = in->d[1];
+	*S = dl_shape_prod(in, 2, in->ndim);
+	if (*C == 0)
+		return dl_node_error(err, n, -1, "expects at least one channel, got %s",
+				     dl_shape_str(in, a, sizeof a));
+	int hc = gn ? HG_CHANNELS : HI_NUM;
+	if (n->hp[hc].set && n->hp[hc].i != *C)
+		return dl_node_error(err, n, hc,
+			"%s %lld does not match the input's %lld channels (input %s)",
+			gn ? "num_channels" : "num_features", (long long)n->hp[hc].i,
+			(long long)*C, dl_shape_str(in, a, sizeof a));
+	if (!gn) {
+		*G = *C;
+		return 0;
+	}
+	*G = n->hp[HG_GROUPS].i;
+	if (*C % *G != 0)
+		return dl_node_error(err, n, HG_GROUPS,
+			"num_groups %lld does not divide the input's %lld channels (input %s)",
+			(long long)*G, (long long)*C, dl_shape_str(in, a, sizeof a));
+	return 0;
+}
+
+static int gn_infer(struct dl_node *n, const struct dl_shape *in,
+		    struct dl_shape *out, struct dl_error *err)
+{
+	int64_t N, C, G, S;
+	int rc = gn_shape(n, &in[0], &N, &C, &G, &S, err);
+	if (rc)
+		return rc;
+	struct dl_shape cs = dl_shape_make(1, &C);
+	if (n->hp[is_group_norm(n) ? HG_AFFINE : HI_AFFINE].i) {
+		if ((rc = dl_node_param(n, "weight", &cs, DL_INIT_ONES, 0, err)) < 0 ||
+		    (rc = dl_node_param(n, "bias", &cs, DL_INIT_ZEROS, 0, err)) < 0)
+			return rc;
+	}
+	if (!is_group_norm(n) && n->hp[HI_TRACK].i) {
+		if ((rc = dl_node_buffer(n, "running_mean", &cs, DL_INIT_ZEROS, 0, err)) < 0 ||
+		    (rc = dl_node_buffer(n, "running_var", &cs, DL_INIT_ONES, 0, err)) < 0)
+			return rc;
+	}
+	*out = in[0];
+	n->saved_bytes = (size_t)(2 * N * G) * sizeof(float);   /* mean, rstd */
+	n->ws_bytes = (size_t)(2 * N * G) * sizeof(float);
+	n->macs = 2 * N * C * S;
+	return 0;
+}
+
+/* y [N, C, S] = (x - mean) rstd * w[c] + b[c], statistics per sample and
+ * group of C/G channels (rows of D = C/G S values); mean, rstd [N G] are
+ * written, or read when given (running statistics). w, b may be NULL (1,
+ * 0). */
+DL_CLONES static void groupnorm_forward(float *y, float *mean, float *rstd,
+					const float *x, const float *w,
+					const float *b, int64_t N, int64_t C,
+					int64_t G, int64_t S, double eps, int given)
+{
+	int64_t cg = C / G, D = cg * S;
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t r = 0; r < N * G; r++) {
+		float m, rs;
+		if (given) {
+			m = mean[r];
+			rs = rstd[r];
+		} else {
+			row_stats(x + r * D, D, eps, &m, &rs);
+			mean[r] = m;
+			rstd[r] = rs;
+		}
+		for (int64_t k = 0; k < cg; k++) {
+			int64_t c = r % G * cg + k;
+			float scale = rs * (w ? w[c] : 1.0f), shift = b ? b[c] : 0.0f;
+			const float *restrict xr = x + r * D + k * S;
+			float *restrict yr = y + r * D + k * S;
+			#pragma omp simd
+			for (int64_t q = 0; q < S; q++)
+				yr[q] = (xr[q] - m) * scale + shift;
+		}
+	}
+}
+
+/* Per row (sample, group): dx += rstd (dn - mean(dn) - xhat mean(dn xhat))
+ * with dn = dy w[c] (statistics of the row), or dx += rstd dn (fixed
+ * running statistics, own == 0); dw[c] += sum over samples dy xhat, db[c]
+ * += sum dy. Any of dx, dw, db may be NULL. */
+DL_CLONES static void groupnorm_backward(float *dx, float *dw, float *db,
+					 const float *dy, const float *x,
+					 const float *w, const float *mean,
+					 const float *rstd, int64_t N, int64_t C,
+					 int64_t G, int64_t S, int own)
+{
+	int64_t cg = C / G, D = cg * S;
+	if (dx) {
+		#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+		for (int64_t r = 0; r < N * G; r++) {
+			float m = mean[r], rs = rstd[r];
+			double a = 0.0, bb = 0.0;
+			for (int64_t k = 0; k < cg; k++) {
+				float wc = w ? w[r % G * cg + k] : 1.0f;
+				const float *xr = x + r * D + k * S, *dyr = dy + r * D + k * S;
+				#pragma omp simd reduction(+:a, bb)
+				for (int64_t q = 0; q < S; q++) {
+					float dn = dyr[q] * wc;
+					a += dn;
+					bb += (double)dn * ((xr[q] - m) * rs);
+				}
+			}
+			float ma = own ? (float)(a / (double)D) : 0.0f;
+			float mb = own ? (float)(bb / (double)D) : 0.0f;
+			for (int64_t k = 0; k < cg; k++) {
+				float wc = w ? w[r % G * cg + k] : 1.0f;
+				const float *xr = x + r * D + k * S, *dyr = dy + r * D + k * S;
+				float *dxr = dx + r * D + k * S;
+				#pragma omp simd
+				for (int64_t q = 0; q < S; q++) {
+					float xhat = (xr[q] - m) * rs;
+					dxr[q] += rs * (dyr[q] * wc - ma - xhat * mb);
+				}
+			}
+		}
+	}
+	if (!dw && !db)
+		return;
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t c = 0; c < C; c++) {
+		double sw = 0.0, sb = 0.0;
+		for (int64_t nn = 0; nn < N; nn++) {
+			int64_t r = nn * G + c / cg;
+			float m = mean[r], rs = rstd[r];
+			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
+			#pragma omp simd reduction(+:sw, sb)
+			for (int64_t q = 0; q < S; q++) {
+				sw += (double)dyr[q] * ((xr[q] - m) * rs);
+				sb += dyr[q];
+			}
+		}
+		if (dw)
+			dw[c] += (float)sw;
+		if (db)
+			db[c] += (float)sb;
+	}
+}
+
+/* mean and rstd of each (sample, group) row, as groupnorm_forward has them */
+static void groupnorm_stats(float *mean, float *rstd, const float *x,
+			    int64_t R, int64_t D, double eps)
+{
+	#pragma omp parallel for schedule(static) if (R * D > PAR_MIN)
+	for (int64_t r = 0; r < R; r++)
+		row_stats(x + r * D, D, eps, &mean[r], &rstd[r]);
+}
+
+static double gn_eps(const struct dl_node *n)
+{
+	return n->hp[is_group_norm(n) ? HG_EPS : HI_EPS].f;
+}
+
+/* Instance norms with track_running_stats, in training: PyTorch's
+ * F.instance_norm runs batch norm on [1, N C, S] with the running
+ * statistics repeated N times, then averages them back over the samples:
+ * rm = (1 - momentum) rm + momentum mean_n(mean[n, c]), rv likewise with
+ * each instance's unbiased variance (the biased one when S is 1, where
+ * PyTorch stops with an error). */
+static void instance_running_update(float *rm, float *rv, const float *x,
+				    int64_t N, int64_t C, int64_t S,
+				    double momentum)
+{
+	if (N == 0 || S == 0)
+		return;
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t c = 0; c < C; c++) {
+		double sm = 0.0, sv = 0.0;
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S;
+			double s = 0.0, ss = 0.0;
+			for (int64_t q = 0; q < S; q++)
+				s += xr[q];
+			double mu = s / (double)S;
+			for (int64_t q = 0; q < S; q++)
+				ss += ((double)xr[q] - mu) * ((double)xr[q] - mu);
+			sm += mu;
+			sv += S > 1 ? ss / (double)(S - 1) : ss;
+		}
+		rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * sm / (double)N);
+		rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * sv / (double)N);
+	}
+}
+
+/* Running statistics as mean and rstd of every (sample, channel) row. */
+static void instance_running(float *mean, float *rstd, const float *rm,
+			     const float *rv, int64_t N, int64_t C, double eps)
+{
+	for (int64_t r = 0; r < N * C; r++) {
+		mean[r] = rm[r % C];
+		rstd[r] = (float)(1.0 / sqrt((double)rv[r % C] + eps));
+	}
+}
+
+static void gn_op_forward(struct dl_node *n, const struct dl_tensor *in,
+			  struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	int64_t N, C, G, S;
+	gn_shape(n, &in[0].shape, &N, &C, &G, &S, NULL);
+	float *stats = ctx->saved ? ctx->saved : ctx->ws;
+	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
+	int running = rm && !ctx->train;
+	if (running)
+		instance_running(stats, stats + N * G, rm, rv, N, C, gn_eps(n));
+	groupnorm_forward(out->data, stats, stats + N * G, in[0].data,
+			  param_data(n, "weight"), param_data(n, "bias"), N, C, G,
+			  S, gn_eps(n), running);
+	if (rm && ctx->train)
+		instance_running_update(rm, rv, in[0].data, N, C, S,
+					n->hp[HI_MOMENTUM].f);
+}
+
+static void gn_op_backward(struct dl_node *n, const struct dl_tensor *in,
+			   const struct dl_tensor *out, const float *dout,
+			   float *const *din, struct dl_ctx *ctx)
+{
+	int64_t N, C, G, S;
+	(void)out;
+	gn_shape(n, &in[0].shape, &N, &C, &G, &S, NULL);
+	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
+	int own = !rm || ctx->train;
+	float *stats = ctx->saved;
+	if (!own || !stats) {
+		stats = ctx->ws;
+		if (own)
+			groupnorm_stats(stats, stats + N * G, in[0].data, N * G,
+					C / G * S, gn_eps(n));
+		else
+			instance_running(stats, stats + N * G, rm, rv, N, C, gn_eps(n));
+	}
+	groupnorm_backward(din ? din[0] : NULL, param_grad(n, "weight"),
+			   param_grad(n, "bias"), dout, in[0].data,
+			   param_data(n, "weight"), stats, stats + N * G, N, C, G, S,
+			   own);
+}
+
+/* y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias, statistics per
+ * sample over each group of C / num_groups channels (and all positions) */
+static const struct dl_op_desc group_norm_op = {
+	.name = "group_norm",
+	.doc = "y = (x - mean_ng) / sqrt(var_ng + eps) * weight_c + bias_c, per sample over each group of channels",
+	.min_in = 1, .max_in = 1,
+	.hp = gn_hp, .n_hp = N_GN_HP,
+	.infer = gn_infer, .forward = gn_op_forward, .backward = gn_op_backward,
+	.params = "weight [num_channels], bias [num_channels] (affine)",
+	.flags = DL_OP_BWD_NO_OUTPUT,
+};
+
+/* y = (x - E[x]) / sqrt(Var[x] + eps) (* weight + bias), statistics per
+ * sample and channel: group_norm with one group per channel */
+static const struct dl_op_desc instance_norm1d_op = {
+	.name = "instance_norm1d",
+	.doc = "y = (x - mean_nc) / sqrt(var_nc + eps) (* weight_c + bias_c), per sample and channel over L",
+	.min_in = 1, .max_in = 1,
+	.hp = in_hp, .n_hp = N_IN_HP,
+	.infer = gn_infer, .forward = gn_op_forward, .backward = gn_op_backward,
+	.params = "weight [num_features], bias [num_features] (affine: true); buffers running_mean, running_var [num_features] (track_running_stats: true)",
+	.flags = DL_OP_BWD_NO_OUTPUT,
+};
+
+static const struct dl_op_desc instance_norm2d_op = {
+	.name = "instance_norm2d",
+	.doc = "y = (x - mean_nc) / sqrt(var_nc + eps) (* weight_c + bias_c), per sample and channel over H, W",
+	.min_in = 1, .max_in = 1,
+	.hp = in_hp, .n_hp = N_IN_HP,
+	.infer = gn_infer, .forward = gn_op_forward, .backward = gn_op_backward,
+	.params = "weight [num_features], bias [num_features] (affine: true); buffers running_mean, running_var [num_features] (track_running_stats: true)",
+	.flags = DL_OP_BWD_NO_OUTPUT,
+};
+
 const struct dl_op_desc *const dl_ops_norm[] = {
-	&batch_norm1d_op, &batch_norm2d_op, &layer_norm_op, NULL,
+	&batch_norm1d_op, &batch_norm2d_op, &layer_norm_op, &group_norm_op,
+	&instance_norm1d_op, &instance_norm2d_op, NULL,
 };

@@ -1,7 +1,8 @@
 /* Pooling and resampling: max_pool1d/2d, avg_pool1d/2d,
- * adaptive_avg_pool1d/2d, upsample. Single passes over planes, OpenMP over
- * batch x channel; backward recomputes what it needs from the input instead
- * of saving indices. 1D ops are the 2D kernels with H = 1. */
+ * adaptive_avg_pool1d/2d, adaptive_max_pool1d/2d, upsample. Single passes
+ * over planes, OpenMP over batch x channel; backward recomputes what it
+ * needs from the input instead of saving indices. 1D ops are the 2D
+ * kernels with H = 1. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -556,6 +557,108 @@ static const struct dl_op_desc adaptive_avg_pool2d_op = {
 	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
+/* ---- adaptive max pooling ---- */
+
+/* The cell of the window [h0, h1) x [w0, w1) of the plane x [H, W] that
+ * holds its maximum, as PyTorch's adaptive max pool picks it: scanning row
+ * by row, a cell replaces the best when larger or NaN (so the first of
+ * ties, the last NaN). */
+static int64_t window_argmax(const float *x, int64_t W, int64_t h0, int64_t h1,
+			     int64_t w0, int64_t w1)
+{
+	int64_t best = h0 * W + w0;
+	float m = -INFINITY;
+	for (int64_t ih = h0; ih < h1; ih++)
+		for (int64_t iw = w0; iw < w1; iw++) {
+			float v = x[ih * W + iw];
+			if (v > m || isnan(v)) {
+				m = v;
+				best = ih * W + iw;
+			}
+		}
+	return best;
+}
+
+static void adaptive_max_forward(float *y, const float *x, const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * in_plane > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		float *yp = y + p * out_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++) {
+			int64_t h0 = ad_start(oh, g->OH, g->H), h1 = ad_end(oh, g->OH, g->H);
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				int64_t w0 = ad_start(ow, g->OW, g->W), w1 = ad_end(ow, g->OW, g->W);
+				yp[oh * g->OW + ow] = xp[window_argmax(xp, g->W, h0, h1, w0, w1)];
+			}
+		}
+	}
+}
+
+/* dx += dy routed to each window's argmax */
+static void adaptive_max_backward(float *dx, const float *dy, const float *x,
+				  const struct pgeom *g)
+{
+	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	#pragma omp parallel for schedule(static) if (np * in_plane > PAR_MIN)
+	for (int64_t p = 0; p < np; p++) {
+		const float *xp = x + p * in_plane;
+		const float *dyp = dy + p * out_plane;
+		float *dxp = dx + p * in_plane;
+		for (int64_t oh = 0; oh < g->OH; oh++) {
+			int64_t h0 = ad_start(oh, g->OH, g->H), h1 = ad_end(oh, g->OH, g->H);
+			for (int64_t ow = 0; ow < g->OW; ow++) {
+				int64_t w0 = ad_start(ow, g->OW, g->W), w1 = ad_end(ow, g->OW, g->W);
+				dxp[window_argmax(xp, g->W, h0, h1, w0, w1)] += dyp[oh * g->OW + ow];
+			}
+		}
+	}
+}
+
+static void adaptive_max_op_forward(struct dl_node *n, const struct dl_tensor *in,
+				    struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	struct pgeom g;
+	(void)ctx;
+	adaptive_geometry(n, &in[0].shape, &g, NULL);
+	adaptive_max_forward(out->data, in[0].data, &g);
+}
+
+static void adaptive_max_op_backward(struct dl_node *n, const struct dl_tensor *in,
+				     const struct dl_tensor *out, const float *dout,
+				     float *const *din, struct dl_ctx *ctx)
+{
+	struct pgeom g;
+	(void)out;
+	(void)ctx;
+	if (!din || !din[0])
+		return;
+	adaptive_geometry(n, &in[0].shape, &g, NULL);
+	adaptive_max_backward(din[0], dout, in[0].data, &g);
+}
+
+/* y[i] = max of x[floor(i L / O) : ceil((i + 1) L / O)] */
+static const struct dl_op_desc adaptive_max_pool1d_op = {
+	.name = "adaptive_max_pool1d",
+	.doc = "y[i] = max x[floor(i L/O) : ceil((i+1) L/O)]",
+	.min_in = 1, .max_in = 1,
+	.hp = adaptive_hp, .n_hp = 1,
+	.infer = adaptive_infer, .forward = adaptive_max_op_forward,
+	.backward = adaptive_max_op_backward,
+	.flags = DL_OP_BWD_NO_OUTPUT,
+};
+
+static const struct dl_op_desc adaptive_max_pool2d_op = {
+	.name = "adaptive_max_pool2d",
+	.doc = "y[i, j] = max of x over rows [floor(i H/OH), ceil((i+1) H/OH)) and columns likewise (output_size: 1 is global max pooling)",
+	.min_in = 1, .max_in = 1,
+	.hp = adaptive_hp, .n_hp = 1,
+	.infer = adaptive_infer, .forward = adaptive_max_op_forward,
+	.backward = adaptive_max_op_backward,
+	.flags = DL_OP_BWD_NO_OUTPUT,
+};
+
 /* ---- upsample ---- */
 
 enum { HU_SCALE, HU_MODE, HU_ALIGN, N_UP_HP };
@@ -761,5 +864,6 @@ static const struct dl_op_desc upsample_op = {
 
 const struct dl_op_desc *const dl_ops_pool[] = {
 	&max_pool1d_op, &max_pool2d_op, &avg_pool1d_op, &avg_pool2d_op,
-	&adaptive_avg_pool1d_op, &adaptive_avg_pool2d_op, &upsample_op, NULL,
+	&adaptive_avg_pool1d_op, &adaptive_avg_pool2d_op, &upsample_op,
+	&adaptive_max_pool1d_op, &adaptive_max_pool2d_op, NULL,
 };

@@ -1,5 +1,6 @@
 /* Sequence inputs: embedding (token ids -> vectors, as nn.Embedding) and
- * positional_encoding (sinusoidal or learned positions added to [N, T, D]).
+ * positional_encoding (sinusoidal or learned positions added to [N, T, D],
+ * or appended to it as more channels).
  * Ids arrive as float32 values holding integers (`dtype: int` inputs). */
 #include <math.h>
 #include <stddef.h>
@@ -145,13 +146,18 @@ static const struct dl_op_desc op_embedding = {
 
 /* ---- positional encoding ---- */
 
-enum { PE_KIND, PE_MAX, PE_BASE, N_PE_HP };
+enum { PE_KIND, PE_MAX, PE_BASE, PE_MODE, PE_DIM, N_PE_HP };
 enum { PE_SINUSOIDAL, PE_LEARNED };
+enum { PE_ADD, PE_CONCAT };
 
 static const struct dl_hp_desc pe_hp[N_PE_HP] = {
 	[PE_KIND] = {"kind", DL_HP_ENUM, "sinusoidal", "sinusoidal|learned", 0},
 	[PE_MAX] = {"max_len", DL_HP_INT, NULL, NULL, DL_HP_POSITIVE},
 	[PE_BASE] = {"base", DL_HP_FLOAT, "10000", NULL, DL_HP_POSITIVE},
+	[PE_MODE] = {"mode", DL_HP_ENUM, "add", "add|concat", 0},
+	/* the encoding's channels E; default the input's D */
+	[PE_DIM] = {"dim", DL_HP_INT, "inferred", NULL,
+		    DL_HP_DERIVED | DL_HP_POSITIVE},
 };
 
 /* pe[T, D]: sin(t / base^(d/D)) on even d, cos(t / base^((d-1)/D)) on odd
@@ -192,6 +198,43 @@ static void posenc_backward(float *dinp, float *dpe, const float *dout,
 				dpe[j] += dout[b * S + j];
 }
 
+/* out[N, T, D + E] = [inp[N, T, D], pe[T, E]] along the last dimension */
+static void posenc_concat_forward(float *out, const float *inp,
+				  const float *pe, int64_t N, int64_t T,
+				  int64_t D, int64_t E)
+{
+	int64_t C = D + E;
+#pragma omp parallel for if (N * T * C > PAR_MIN)
+	for (int64_t r = 0; r < N * T; r++) {
+		float *o = out + r * C;
+		memcpy(o, inp + r * D, (size_t)D * sizeof *o);
+		memcpy(o + D, pe + r % T * E, (size_t)E * sizeof *o);
+	}
+}
+
+/* dinp[N, T, D] += dout[..., :D]; dpe[T, E] += sum over the batch of
+ * dout[..., D:] */
+static void posenc_concat_backward(float *dinp, float *dpe, const float *dout,
+				   int64_t N, int64_t T, int64_t D, int64_t E)
+{
+	int64_t C = D + E;
+	for (int64_t r = 0; r < N * T; r++) {
+		const float *g = dout + r * C;
+		if (dinp)
+			for (int64_t j = 0; j < D; j++)
+				dinp[r * D + j] += g[j];
+		if (dpe)
+			for (int64_t j = 0; j < E; j++)
+				dpe[r % T * E + j] += g[D + j];
+	}
+}
+
+/* the encoding's number of channels: dim, or the input's D */
+static int64_t pe_channels(const struct dl_node *n, int64_t D)
+{
+	return n->hp[PE_DIM].set ? n->hp[PE_DIM].i : D;
+}
+
 static int pe_infer(struct dl_node *n, const struct dl_shape *in,
 		    struct dl_shape *out, struct dl_error *err)
 {
@@ -205,25 +248,36 @@ static int pe_infer(struct dl_node *n, const struct dl_shape *in,
 		return dl_node_error(err, n, -1,
 			"the input has shape %s; positional_encoding needs a sequence [N, T, D]",
 			dl_shape_str(x, s, sizeof s));
-	int64_t T = x->d[1], D = x->d[2];
+	int64_t T = x->d[1], D = x->d[2], E = pe_channels(n, D);
+	int concat = n->hp[PE_MODE].i == PE_CONCAT;
+	if (!concat && E != D)
+		return dl_node_error(err, n, PE_DIM,
+			"dim is %lld but the input %s has %lld channels; mode: add needs them equal "
+			"(mode: concat appends dim channels)",
+			(long long)E, dl_shape_str(x, s, sizeof s), (long long)D);
+	if ((double)T * (double)(D + E) * (double)(x->d[0] > 1 ? x->d[0] : 1) >
+	    (double)DL_MAX_NUMEL)
+		return dl_node_error(err, n, -1, "the input %s is too large",
+				     dl_shape_str(x, s, sizeof s));
 	if (n->hp[PE_MAX].set && T > n->hp[PE_MAX].i)
 		return dl_node_error(err, n, PE_MAX,
 			"the input %s has %lld positions but max_len is %lld",
 			dl_shape_str(x, s, sizeof s), (long long)T,
 			(long long)n->hp[PE_MAX].i);
 	if (learned) {
-		int64_t wd[2] = {n->hp[PE_MAX].i, D};
+		int64_t wd[2] = {n->hp[PE_MAX].i, E};
 		struct dl_shape ws = dl_shape_make(2, wd);
-		if ((double)wd[0] * (double)D > (double)DL_MAX_NUMEL)
+		if ((double)wd[0] * (double)E > (double)DL_MAX_NUMEL)
 			return dl_node_error(err, n, PE_MAX, "max_len is too large");
 		int rc = dl_node_param(n, "weight", &ws, DL_INIT_NORMAL, 1.0, err);
 		if (rc < 0)
 			return rc;
 		n->ws_bytes = 0;
 	} else {
-		n->ws_bytes = (size_t)(T * D) * sizeof(float);
+		n->ws_bytes = (size_t)(T * E) * sizeof(float);
 	}
 	*out = *x;
+	out->d[2] = concat ? D + E : D;
 	n->saved_bytes = 0;
 	n->macs = 0;
 	return 0;
@@ -233,15 +287,18 @@ static void pe_fwd(struct dl_node *n, const struct dl_tensor *in,
 		   struct dl_tensor *out, struct dl_ctx *ctx)
 {
 	const struct dl_shape *x = &in[0].shape;
-	int64_t N = x->d[0], T = x->d[1], D = x->d[2];
+	int64_t N = x->d[0], T = x->d[1], D = x->d[2], E = pe_channels(n, D);
 	const float *pe;
 	if (n->hp[PE_KIND].i == PE_LEARNED) {
 		pe = n->params[0].data; /* rows past T are not used */
 	} else {
-		sinusoid_table(ctx->ws, T, D, n->hp[PE_BASE].f);
+		sinusoid_table(ctx->ws, T, E, n->hp[PE_BASE].f);
 		pe = ctx->ws;
 	}
-	posenc_forward(out->data, in[0].data, pe, N, T, D);
+	if (n->hp[PE_MODE].i == PE_CONCAT)
+		posenc_concat_forward(out->data, in[0].data, pe, N, T, D, E);
+	else
+		posenc_forward(out->data, in[0].data, pe, N, T, D);
 }
 
 static void pe_bwd(struct dl_node *n, const struct dl_tensor *in,
@@ -250,22 +307,28 @@ static void pe_bwd(struct dl_node *n, const struct dl_tensor *in,
 {
 	const struct dl_shape *x = &in[0].shape;
 	float *dpe = n->hp[PE_KIND].i == PE_LEARNED ? n->params[0].grad : NULL;
-	posenc_backward(din[0], dpe, dout, x->d[0], x->d[1], x->d[2]);
+	if (n->hp[PE_MODE].i == PE_CONCAT)
+		posenc_concat_backward(din[0], dpe, dout, x->d[0], x->d[1], x->d[2],
+				       pe_channels(n, x->d[2]));
+	else
+		posenc_backward(din[0], dpe, dout, x->d[0], x->d[1], x->d[2]);
 }
 
-/* y[n, t, d] = x[n, t, d] + pe[t, d]; sinusoidal pe = sin(t / base^(d/D))
- * (d even), cos(t / base^((d-1)/D)) (d odd); learned pe = weight [max_len,
- * D] ~ N(0, 1) */
+/* mode add: y[n, t, d] = x[n, t, d] + pe[t, d]; mode concat: y[n, t] =
+ * [x[n, t], pe[t]] with E = dim channels of encoding (default D).
+ * Sinusoidal pe = sin(t / base^(e/E)) (e even), cos(t / base^((e-1)/E))
+ * (e odd); learned pe = weight [max_len, E] ~ N(0, 1) */
 static const struct dl_op_desc op_positional_encoding = {
 	.name = "positional_encoding",
-	.doc = "y = x + pe[t], sinusoidal or learned, over [N, T, D]",
+	.doc = "y = x + pe[t] (or [x, pe[t]] with mode: concat), sinusoidal or learned, over [N, T, D]",
 	.min_in = 1, .max_in = 1,
 	.hp = pe_hp, .n_hp = N_PE_HP,
 	.infer = pe_infer,
 	.forward = pe_fwd,
 	.backward = pe_bwd,
-	.params = "weight [max_len, D] (kind: learned)",
-	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+	.params = "weight [max_len, dim] (kind: learned; dim defaults to D)",
+	/* not DL_OP_INPLACE_OK: with mode: concat the output is larger */
+	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
 const struct dl_op_desc *const dl_ops_sequence[] = {

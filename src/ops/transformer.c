@@ -1,9 +1,10 @@
 /* transformer_encoder_layer and transformer_decoder_layer, as PyTorch's
  * nn.TransformerEncoderLayer / nn.TransformerDecoderLayer (batch first):
- * each is a sub-model of existing ops (multihead_attention, dropout, add,
- * layer_norm, linear, relu or gelu) written in the model format once
+ * each is an inner graph of existing ops (multihead_attention, dropout,
+ * add, layer_norm, linear, relu or gelu) built from their descriptors once
  * d_model is known, with PyTorch's parameter names (self_attn.*,
- * multihead_attn.*, linear1.*, linear2.*, norm1.*, norm2.*, norm3.*). */
+ * multihead_attn.*, linear1.*, linear2.*, norm1.*, norm2.*, norm3.*). Its
+ * memory is planned inside this node's workspace and saved state. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,69 +34,65 @@ static int is_decoder(const struct dl_node *n)
 	return strcmp(n->op->name, "transformer_decoder_layer") == 0;
 }
 
-/* The layer written as a model: inputs x (or tgt and memory) [T, D]. */
-static int describe(const struct dl_node *n, int64_t D, char *buf, size_t size)
+/* The layer as inner nodes, in PyTorch's order (which is the order of its
+ * parameters): the inputs are x (or tgt and memory, -1 and -2). Returns
+ * the number of nodes. */
+static int describe(const struct dl_node *n, int64_t D, struct dl_sub_node *sp)
 {
 	double p = n->hp[HP_DROPOUT].f, eps = n->hp[HP_EPS].f;
-	long long H = n->hp[HP_NHEAD].i, F = n->hp[HP_FF].i;
-	const char *act = n->hp[HP_ACT].i ? "gelu" : "relu";
-	const char *causal = n->hp[HP_CAUSAL].i ? "true" : "false";
-	int pre = (int)n->hp[HP_NORM_FIRST].i;
-	const char *x = is_decoder(n) ? "tgt" : "x";
-	int k = 0;
-#define OUT(...) \
-	do { \
-		int w_ = snprintf(buf + k, size - (size_t)k, __VA_ARGS__); \
-		if (w_ < 0 || (size_t)(k + w_) >= size) \
-			return -1; \
-		k += w_; \
-	} while (0)
-	OUT("inputs:\n  %s: {shape: [T, %lld]}\n", x, (long long)D);
-	if (is_decoder(n))
-		OUT("  memory: {shape: [S, %lld]}\n", (long long)D);
-	OUT("layers:\n");
+	double H = (double)n->hp[HP_NHEAD].i, F = (double)n->hp[HP_FF].i;
+	int pre = (int)n->hp[HP_NORM_FIRST].i, k = 0;
+	int x = -1, cur;   /* the block's input: the residual stream */
+#define NODE(scope_, op_, ...) (sp[k] = (struct dl_sub_node){scope_, op_, __VA_ARGS__}, k++)
+#define NORM(scope_, from) NODE(scope_, "layer_norm", 1, {from}, {{"eps", eps}})
+#define DROP(scope_) NODE(scope_, "dropout", 0, {0}, {{"p", p}})
+#define NONE {{NULL, 0}}
 	/* self attention block: x + dropout1(self_attn(norm1?(x))) */
 	if (pre)
-		OUT("  - {name: norm1, in: %s, layer_norm: {eps: %.17g}}\n", x, eps);
-	OUT("  - {name: self_attn, in: %s, multihead_attention: "
-	    "{num_heads: %lld, dropout: %.17g, causal: %s}}\n", pre ? "norm1" : x, H, p, causal);
-	OUT("  - {name: dropout1, dropout: {p: %.17g}}\n", p);
-	OUT("  - {name: sum1, in: [%s, dropout1], add: {}}\n", x);
-	const char *cur = "sum1";
+		NORM("norm1", x);
+	NODE("self_attn", "multihead_attention", 1, {pre ? k - 1 : x},
+	     {{"num_heads", H}, {"dropout", p}, {"causal", (double)n->hp[HP_CAUSAL].i}});
+	DROP("dropout1");
+	NODE("sum1", "add", 2, {x, k - 1}, NONE);
+	cur = k - 1;
 	if (!pre) {
-		OUT("  - {name: norm1, layer_norm: {eps: %.17g}}\n", eps);
-		cur = "norm1";
+		NORM("norm1", cur);
+		cur = k - 1;
 	}
-	int ff_norm = 2;
+	const char *ff_norm = "norm2", *ff_drop = "dropout2", *ff_sum = "sum2";
 	if (is_decoder(n)) {
 		/* cross attention block on the memory */
 		if (pre)
-			OUT("  - {name: norm2, in: %s, layer_norm: {eps: %.17g}}\n", cur, eps);
-		OUT("  - {name: multihead_attn, in: [%s, memory], multihead_attention: "
-		    "{num_heads: %lld, dropout: %.17g}}\n", pre ? "norm2" : cur, H, p);
-		OUT("  - {name: dropout2, dropout: {p: %.17g}}\n", p);
-		OUT("  - {name: sum2, in: [%s, dropout2], add: {}}\n", cur);
-		cur = "sum2";
+			NORM("norm2", cur);
+		NODE("multihead_attn", "multihead_attention", 2, {pre ? k - 1 : cur, -2},
+		     {{"num_heads", H}, {"dropout", p}});
+		DROP("dropout2");
+		NODE("sum2", "add", 2, {cur, k - 1}, NONE);
+		cur = k - 1;
 		if (!pre) {
-			OUT("  - {name: norm2, layer_norm: {eps: %.17g}}\n", eps);
-			cur = "norm2";
+			NORM("norm2", cur);
+			cur = k - 1;
 		}
-		ff_norm = 3;
+		ff_norm = "norm3";
+		ff_drop = "dropout3";
+		ff_sum = "sum3";
 	}
 	/* feed-forward block */
 	if (pre)
-		OUT("  - {name: norm%d, in: %s, layer_norm: {eps: %.17g}}\n", ff_norm, cur, eps);
-	OUT("  - {name: linear1, in: %s, linear: {out_features: %lld}}\n",
-	    pre ? (ff_norm == 3 ? "norm3" : "norm2") : cur, F);
-	OUT("  - {name: activation, %s: {}}\n", act);
-	OUT("  - {name: dropout, dropout: {p: %.17g}}\n", p);
-	OUT("  - {name: linear2, linear: {out_features: %lld}}\n", (long long)D);
-	OUT("  - {name: dropout%d, dropout: {p: %.17g}}\n", ff_norm, p);
-	OUT("  - {name: sum%d, in: [%s, dropout%d], add: {}}\n", ff_norm, cur, ff_norm);
+		NORM(ff_norm, cur);
+	NODE("linear1", "linear", 1, {pre ? k - 1 : cur}, {{"out_features", F}});
+	NODE("activation", n->hp[HP_ACT].i ? "gelu" : "relu", 0, {0}, NONE);
+	DROP("dropout");
+	NODE("linear2", "linear", 0, {0}, {{"out_features", (double)D}});
+	DROP(ff_drop);
+	NODE(ff_sum, "add", 2, {cur, k - 1}, NONE);
 	if (!pre)
-		OUT("  - {name: norm%d, layer_norm: {eps: %.17g}}\n", ff_norm, eps);
-#undef OUT
-	return 0;
+		NORM(ff_norm, k - 1);
+#undef NODE
+#undef NORM
+#undef DROP
+#undef NONE
+	return k;
 }
 
 static struct dl_graph *layer(const struct dl_node *n)
@@ -127,49 +124,56 @@ static int tf_infer(struct dl_node *n, const struct dl_shape *in,
 				     "the same batch and d_model", dl_shape_str(&in[1], a, sizeof a),
 				     dl_shape_str(&in[0], b, sizeof b));
 	if (!n->sub) {
-		char text[4096];
+		struct dl_sub_node spec[24];
 		if (!n->build_sub)
-			return dl_node_error(err, n, -1, "internal: no sub-model builder");
-		if (describe(n, D, text, sizeof text) != 0)
-			return dl_node_error(err, n, -1, "internal: description too long");
-		int rc = n->build_sub(n, text, err);
+			return dl_node_error(err, n, -1, "internal: no inner-graph builder");
+		int rc = n->build_sub(n, spec, describe(n, D, spec), err);
 		if (rc)
 			return rc;
 	}
 	struct dl_graph *g = layer(n);
 	struct dl_error inner = {0};
-	if (dl_graph_infer(g, in, &inner) != 0) {
-		/* a sub-model's message already names this entry's place */
+	if (dl_sub_infer(g, in, &inner) != 0) {
+		/* an inner node's message already names this entry's place */
 		dl_error_set(err, inner.code, "%s", inner.msg);
 		return inner.code;
 	}
-	int rc = dl_sub_declare(n, n->sub, err);
+	struct dl_sub_sizes sz;
+	int rc = dl_sub_plan(n, n->sub, &sz, err);
 	if (rc)
 		return rc;
 	*out = g->values[g->outputs[0]].shape;
 	n->macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		n->macs += g->nodes[i].macs;
-	n->ws_bytes = 0;
-	n->saved_bytes = 0;
+	/* inference: the inner activations, then the inner workspace;
+	 * training: the inner activations and gradients are kept for
+	 * backward in the saved state, the workspace is the inner one */
+	n->ws_bytes = sz.arena + sz.ws;
+	n->saved_bytes = sz.train;
 	return 0;
+}
+
+/* Places the inner graph in this call's memory: the saved state while
+ * training (forward and backward), else the workspace. */
+static struct dl_graph *bind(struct dl_node *n, struct dl_ctx *ctx)
+{
+	dl_sub_link(n, n->sub);
+	if (ctx->saved)
+		dl_sub_bind(n, n->sub, 0, 1, ctx->saved, ctx->ws);
+	else
+		dl_sub_bind(n, n->sub, 0, 0, ctx->ws,
+			    (char *)ctx->ws + dl_sub_planned(n)->arena);
+	return layer(n);
 }
 
 static void tf_forward(struct dl_node *n, const struct dl_tensor *in,
 		       struct dl_tensor *out, struct dl_ctx *ctx)
 {
-	struct dl_graph *g = layer(n);
-	struct dl_shape shapes[2];
+	struct dl_graph *g = bind(n, ctx);
 	float *data[2];
-	for (int i = 0; i < n->n_in; i++) {
-		shapes[i] = in[i].shape;
+	for (int i = 0; i < n->n_in; i++)
 		data[i] = in[i].data;
-	}
-	struct dl_error err = {0};
-	/* the shapes passed this node's infer, so the sub-model's too */
-	if (dl_sub_prepare(g, shapes, ctx->train, &err) != 0)
-		return;
-	dl_sub_link(n, n->sub);
 	struct dl_ctx sub = *ctx;
 	dl_graph_forward(g, data, &sub);
 	memcpy(out->data, g->values[g->outputs[0]].data,
@@ -180,8 +184,7 @@ static void tf_backward(struct dl_node *n, const struct dl_tensor *in,
 			const struct dl_tensor *out, const float *dout,
 			float *const *din, struct dl_ctx *ctx)
 {
-	struct dl_graph *g = layer(n);
-	dl_sub_link(n, n->sub);
+	struct dl_graph *g = bind(n, ctx);
 	struct dl_ctx sub = *ctx;
 	const float *douts[1] = {dout};
 	dl_graph_backward(g, douts, din, &sub);

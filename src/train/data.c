@@ -1,5 +1,6 @@
-/* Training data: x and y arrays from .npy files or .npz members, held as
- * float32 samples and int64 class ids (or float targets). */
+/* Training data: one array per model input and the labels, from .npy
+ * files, .npz members named as the model's inputs, or a stream of .npy
+ * arrays; held as float32 samples and int64 class ids (or float targets). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,21 +12,41 @@
 #include "io/npz.h"
 #include "train/data.h"
 
+static void array_free(struct dl_array *a)
+{
+	if (a->map)
+		munmap(a->map, a->map_len);
+	else {
+		free(a->f);
+		free(a->ids);
+	}
+	memset(a, 0, sizeof *a);
+}
+
 void dl_dataset_free(struct dl_dataset *d)
 {
 	if (!d)
 		return;
-	if (d->map[0])
-		munmap(d->map[0], d->map_len[0]);
-	else
-		free(d->x);
-	if (d->map[1])
-		munmap(d->map[1], d->map_len[1]);
-	else {
-		free(d->ids);
-		free(d->targets);
-	}
+	for (int i = 0; d->x && i < d->n_x; i++)
+		array_free(&d->x[i]);
+	free(d->x);
+	array_free(&d->y);
 	memset(d, 0, sizeof *d);
+}
+
+int64_t dl_array_sample_numel(const struct dl_array *a)
+{
+	return a->shape.ndim ? dl_shape_prod(&a->shape, 1, a->shape.ndim) : 0;
+}
+
+static int dataset_init(struct dl_dataset *d, int n_x, struct dl_error *err)
+{
+	memset(d, 0, sizeof *d);
+	d->x = calloc((size_t)n_x + 1, sizeof *d->x);
+	if (!d->x)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	d->n_x = n_x;
+	return 0;
 }
 
 /* A large plain .npy whose bytes are already what we compute with
@@ -62,26 +83,57 @@ static int ends_with(const char *s, const char *suffix)
 	return l >= k && strcmp(s + l - k, suffix) == 0;
 }
 
-/* Opens path, or member `member` of an .npz path, as an npy stream. */
-static FILE *open_array(const char *path, const char *member, struct dl_npz *z,
-			char *name, size_t size, struct dl_error *err)
+/* What an array must hold. */
+enum kind {
+	K_FLOATS,  /* float samples or targets */
+	K_TOKENS,  /* a dtype: int input: integers (or floats), read as floats */
+	K_IDS,     /* class ids */
+};
+
+static int is_int_dtype(enum dl_dtype t)
 {
-	if (ends_with(path, ".npz")) {
-		snprintf(name, size, "%s:%s", path, member);
-		if (!z->f && dl_npz_open(z, path, err) != 0)
-			return NULL;
-		return dl_npz_member(z, member, err);
-	}
-	snprintf(name, size, "%s", path);
-	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-	if (!f)
-		dl_error_set(err, DL_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-	return f;
+	return t == DL_I32 || t == DL_I64 || t == DL_U8;
 }
 
-static int read_array(FILE *f, const char *name, int want_ids, struct dl_shape *shape,
-		      float **fx, int64_t **ids, void **map, size_t *map_len,
-		      struct dl_error *err)
+/* Reads the array whose header h was just read from f into a (mapped when
+ * can_map and it fits). name is the array's place in messages. */
+static int read_data(FILE *f, const struct dl_npy_header *h, const char *name,
+		     enum kind k, int can_map, struct dl_array *a,
+		     struct dl_error *err)
+{
+	if (h->shape.ndim == 0)
+		return dl_error_set(err, DL_EINPUT, "%s: a scalar; training data has a sample dimension first", name);
+	size_t count = h->numel > 0 ? (size_t)h->numel : 1;
+	a->shape = h->shape;
+	void *mapped = can_map && k != K_TOKENS ? map_array(f, h, k == K_IDS, &a->map, &a->map_len)
+						: NULL;
+	if (mapped) {
+		if (k == K_IDS)
+			a->ids = mapped;
+		else
+			a->f = mapped;
+		return 0;
+	}
+	if (k == K_IDS) {
+		if (!is_int_dtype(h->dtype))
+			return dl_error_set(err, DL_EINPUT,
+					    "%s: class ids must be integers (<i8 or <i4), got floats", name);
+		a->ids = malloc(count * sizeof *a->ids);
+		if (!a->ids)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+		return dl_npy_read_i64(f, name, h, h->numel, a->ids, err);
+	}
+	if (k == K_FLOATS && is_int_dtype(h->dtype))
+		return dl_error_set(err, DL_EINPUT, "%s: must hold floats (<f4 or <f8)", name);
+	a->f = malloc(count * sizeof *a->f);
+	if (!a->f)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	return dl_npy_read_f32(f, name, h, h->numel, a->f, err);
+}
+
+/* Reads one whole array from f (an .npy stream positioned at its start). */
+static int read_array(FILE *f, const char *name, enum kind k, int can_map,
+		      struct dl_array *a, struct dl_error *err)
 {
 	struct dl_npy_header h;
 	int rc = dl_npy_read_header(f, name, &h, err);
@@ -89,95 +141,301 @@ static int read_array(FILE *f, const char *name, int want_ids, struct dl_shape *
 		return dl_error_set(err, DL_EINPUT, "%s: empty: no array", name);
 	if (rc < 0)
 		return rc;
-	if (h.shape.ndim == 0)
-		return dl_error_set(err, DL_EINPUT, "%s: a scalar; training data has a sample dimension first", name);
-	size_t count = h.numel > 0 ? (size_t)h.numel : 1;
-	*shape = h.shape;
-	void *mapped = map ? map_array(f, &h, want_ids, map, map_len) : NULL;
-	if (mapped) {
-		if (want_ids)
-			*ids = mapped;
-		else
-			*fx = mapped;
-		return 0;
-	}
-	if (want_ids) {
-		if (h.dtype != DL_I32 && h.dtype != DL_I64 && h.dtype != DL_U8)
-			return dl_error_set(err, DL_EINPUT,
-					    "%s: class ids must be integers (<i8 or <i4), got floats", name);
-		*ids = malloc(count * sizeof **ids);
-		if (!*ids)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		return dl_npy_read_i64(f, name, &h, h.numel, *ids, err);
-	}
-	if (h.dtype != DL_F32 && h.dtype != DL_F64 && h.dtype != DL_F16)
-		return dl_error_set(err, DL_EINPUT, "%s: must hold floats (<f4 or <f8)", name);
-	*fx = malloc(count * sizeof **fx);
-	if (!*fx)
-		return dl_error_set(err, DL_ERUN, "out of memory");
-	return dl_npy_read_f32(f, name, &h, h.numel, *fx, err);
+	return read_data(f, &h, name, k, can_map, a, err);
 }
 
-int dl_dataset_load(struct dl_dataset *d, const char *xpath, const char *xmember,
-		    const char *ypath, const char *ymember, int ids,
-		    int x_is_int, struct dl_error *err)
+/* Reads an .npy file whole. */
+static int read_npy_file(const char *path, enum kind k, struct dl_array *a,
+			 struct dl_error *err)
 {
-	memset(d, 0, sizeof *d);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return dl_error_set(err, DL_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+	int rc = read_array(f, path, k, 1, a, err);
+	fclose(f);
+	return rc;
+}
+
+static int read_member(struct dl_npz *z, const char *path, const char *member, enum kind k,
+		       struct dl_array *a, struct dl_error *err)
+{
+	char name[1024];
+	snprintf(name, sizeof name, "%s:%s", path, member);
+	FILE *f = dl_npz_member(z, member, err);
+	if (!f)
+		return err->code ? err->code : DL_EINPUT;
+	int rc = read_array(f, name, k, 0, a, err);
+	fclose(f);
+	return rc;
+}
+
+/* "[5, 5]", symbolic sizes by name. */
+static char *spec_str(const struct dl_input_spec *in, char *buf, size_t size)
+{
+	size_t used = (size_t)snprintf(buf, size, "[");
+	for (int i = 0; i < in->ndim && used < size; i++) {
+		if (in->d[i] >= 0)
+			used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+						 (long long)in->d[i]);
+		else
+			used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+						 in->sym[i] ? in->sym[i] : "?");
+	}
+	if (used < size)
+		snprintf(buf + used, size - used, "]");
+	return buf;
+}
+
+/* The per-sample shape of a (read from `name`) against the model's input. */
+static int check_input(const struct dl_array *a, const struct dl_input_spec *in,
+		       const char *name, struct dl_error *err)
+{
+	int ok = a->shape.ndim == in->ndim + 1;
+	for (int i = 0; ok && i < in->ndim; i++)
+		if (in->d[i] >= 0 && a->shape.d[i + 1] != in->d[i])
+			ok = 0;
+	if (ok)
+		return 0;
+	struct dl_shape per = a->shape;
+	per.ndim = a->shape.ndim ? a->shape.ndim - 1 : 0;
+	for (int i = 0; i < per.ndim; i++)
+		per.d[i] = a->shape.d[i + 1];
+	char got[160], want[160];
+	return dl_error_set(err, DL_EINPUT,
+			    "%s: per-sample shape %s, but the model's input '%s' takes %s "
+			    "(the array is [N, ...] with N samples first)",
+			    name, dl_shape_str(&per, got, sizeof got), in->name,
+			    spec_str(in, want, sizeof want));
+}
+
+/* Every array holds as many samples as the first input. */
+static int check_counts(struct dl_dataset *d, const char *const *names,
+			const char *yname, struct dl_error *err)
+{
+	int64_t n = d->x[0].shape.d[0];
+	for (int i = 1; i < d->n_x; i++)
+		if (d->x[i].shape.d[0] != n)
+			return dl_error_set(err, DL_EINPUT,
+					    "%s has %lld samples but %s has %lld; they must match",
+					    names[i], (long long)d->x[i].shape.d[0], names[0],
+					    (long long)n);
+	if (d->y.shape.ndim && d->y.shape.d[0] != n)
+		return dl_error_set(err, DL_EINPUT,
+				    "%s has %lld samples but the data has %lld; they must match",
+				    yname, (long long)d->y.shape.d[0], (long long)n);
+	d->n = n;
+	return 0;
+}
+
+static enum kind input_kind(const struct dl_data_spec *s, int i)
+{
+	return s->inputs[i].is_int ? K_TOKENS : K_FLOATS;
+}
+
+/* Labels from a separate file: an .npy, or the `y` of an .npz. */
+static int read_labels_file(const char *path, const struct dl_data_spec *s,
+			    struct dl_array *y, struct dl_error *err)
+{
+	enum kind k = s->ids ? K_IDS : K_FLOATS;
+	if (!ends_with(path, ".npz"))
+		return read_npy_file(path, k, y, err);
 	struct dl_npz z;
 	memset(&z, 0, sizeof z);
-	char name[1024];
-	int rc = 0;
-	FILE *f = open_array(xpath, xmember, &z, name, sizeof name, err);
-	if (!f)
-		rc = err->code ? err->code : DL_EINPUT;
-	if (rc == 0) {
-		rc = read_array(f, name, 0, &d->xshape, &d->x, NULL,
-				f != stdin && !ends_with(xpath, ".npz") ? &d->map[0] : NULL,
-				&d->map_len[0], err);
-		if (f != stdin)
-			fclose(f);
-		if (rc == DL_EINPUT && x_is_int && strstr(err->msg, "must hold floats")) {
-			/* token ids: integers read as floats */
-			dl_error_clear(err);
-			free(d->x);
-			d->x = NULL;
-			f = open_array(xpath, xmember, &z, name, sizeof name, err);
-			int64_t *tmp = NULL;
-			rc = f ? read_array(f, name, 1, &d->xshape, NULL, &tmp, NULL, NULL, err) : DL_EINPUT;
-			if (f && f != stdin)
-				fclose(f);
-			int64_t n = dl_shape_numel(&d->xshape);
-			d->x = rc == 0 ? malloc((size_t)(n > 0 ? n : 1) * sizeof *d->x) : NULL;
-			if (rc == 0 && !d->x)
-				rc = dl_error_set(err, DL_ERUN, "out of memory");
-			for (int64_t i = 0; rc == 0 && i < n; i++)
-				d->x[i] = (float)tmp[i];
-			free(tmp);
-		}
-	}
-	if (rc == 0 && ypath) {
-		if (!(ends_with(ypath, ".npz") && z.f && strcmp(ypath, xpath) == 0))
-			dl_npz_close(&z);
-		f = open_array(ypath, ymember, &z, name, sizeof name, err);
-		if (!f)
-			rc = err->code ? err->code : DL_EINPUT;
-		else {
-			rc = read_array(f, name, ids, &d->yshape, &d->targets, &d->ids,
-					f != stdin && !ends_with(ypath, ".npz") ? &d->map[1] : NULL,
-					&d->map_len[1], err);
-			if (f != stdin)
-				fclose(f);
-		}
-		if (rc == 0 && d->yshape.d[0] != d->xshape.d[0])
-			rc = dl_error_set(err, DL_EINPUT,
-					  "%s has %lld samples but the data has %lld; they must match",
-					  name, (long long)d->yshape.d[0], (long long)d->xshape.d[0]);
-	}
+	int rc = dl_npz_open(&z, path, err);
+	if (rc == 0)
+		rc = read_member(&z, path, "y", k, y, err);
 	dl_npz_close(&z);
-	d->n = d->xshape.d[0];
+	return rc;
+}
+
+int dl_dataset_load_npy(struct dl_dataset *d, const char *xpath, const char *labels_path,
+			const struct dl_data_spec *s, struct dl_error *err)
+{
+	int rc = dataset_init(d, 1, err);
+	if (rc == 0)
+		rc = read_npy_file(xpath, input_kind(s, 0), &d->x[0], err);
+	if (rc == 0)
+		rc = check_input(&d->x[0], &s->inputs[0], xpath, err);
+	if (rc == 0)
+		rc = read_labels_file(labels_path, s, &d->y, err);
+	if (rc == 0) {
+		const char *names[1] = {xpath};
+		rc = check_counts(d, names, labels_path, err);
+	}
 	if (rc)
 		dl_dataset_free(d);
 	return rc;
+}
+
+/* The archive's member names, "a, b, c" (for messages). */
+static void member_list(const struct dl_npz *z, char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < z->n && used < size; i++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+					 z->m[i].name);
+}
+
+static int has_member(const struct dl_npz *z, const char *name)
+{
+	for (int i = 0; i < z->n; i++)
+		if (strcmp(z->m[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* The member that holds input i (train or val set) into buf: the input's
+ * name (+ "_val"), or `x` (`x_val`) for a model with one input. Returns 0,
+ * or -1 when none is there. */
+static int member_for(const struct dl_npz *z, const struct dl_data_spec *s, int i, int val,
+		      char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%s", s->inputs[i].name, val ? "_val" : "");
+	if (has_member(z, buf))
+		return 0;
+	if (s->n_inputs == 1) {
+		snprintf(buf, size, "%s", val ? "x_val" : "x");
+		if (has_member(z, buf))
+			return 0;
+	}
+	snprintf(buf, size, "%s%s", s->inputs[i].name, val ? "_val" : "");
+	return -1;
+}
+
+/* Is `name` an array a training .npz may hold: an input's (or x), y, or
+ * their _val forms? */
+static int known_member(const struct dl_data_spec *s, const char *name)
+{
+	size_t l = strlen(name);
+	char base[512];
+	snprintf(base, sizeof base, "%s", name);
+	if (l > 4 && strcmp(name + l - 4, "_val") == 0)
+		base[l - 4] = '\0';
+	if (strcmp(base, "y") == 0 || (s->n_inputs == 1 && strcmp(base, "x") == 0))
+		return 1;
+	for (int i = 0; i < s->n_inputs; i++)
+		if (strcmp(base, s->inputs[i].name) == 0)
+			return 1;
+	return 0;
+}
+
+/* "x [5, 3], adj [5, 5]" with suffix after each name. */
+static void expected_list(const struct dl_data_spec *s, const char *suffix, char *buf,
+			  size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < s->n_inputs && used < size; i++) {
+		char sh[160];
+		used += (size_t)snprintf(buf + used, size - used, "%s%s%s %s", i ? ", " : "",
+					 s->inputs[i].name, suffix, spec_str(&s->inputs[i], sh, sizeof sh));
+	}
+}
+
+int dl_dataset_load_npz(struct dl_dataset *d, const char *path, int val,
+			const char *labels_path, const struct dl_data_spec *s,
+			struct dl_error *err)
+{
+	struct dl_npz z;
+	memset(&z, 0, sizeof z);
+	int rc = dataset_init(d, s->n_inputs, err);
+	if (rc == 0)
+		rc = dl_npz_open(&z, path, err);
+	/* an array the model does not take is an error: most likely a
+	 * misnamed input */
+	for (int m = 0; rc == 0 && m < z.n; m++)
+		if (!known_member(s, z.m[m].name)) {
+			char want[600];
+			expected_list(s, "", want, sizeof want);
+			rc = dl_error_set(err, DL_EINPUT,
+					  "%s: array '%s' is not one the model takes: one array per "
+					  "input named as the input (%s), the labels y, and for "
+					  "validation the same names with _val",
+					  path, z.m[m].name, want);
+		}
+	/* validation arrays are optional: none at all is an empty set */
+	int any_val = 0;
+	for (int m = 0; rc == 0 && m < z.n; m++) {
+		size_t l = strlen(z.m[m].name);
+		any_val |= l > 4 && strcmp(z.m[m].name + l - 4, "_val") == 0;
+	}
+	if (rc == 0 && val && !any_val) {
+		dl_npz_close(&z);
+		return 0;
+	}
+	char **names = calloc((size_t)s->n_inputs + 1, sizeof *names);
+	if (rc == 0 && !names)
+		rc = dl_error_set(err, DL_ERUN, "out of memory");
+	for (int i = 0; rc == 0 && i < s->n_inputs; i++) {
+		char member[512], held[600], want[600];
+		if (member_for(&z, s, i, val, member, sizeof member) != 0) {
+			member_list(&z, held, sizeof held);
+			expected_list(s, val ? "_val" : "", want, sizeof want);
+			rc = dl_error_set(err, DL_EINPUT,
+					  "%s: no array '%s' for the model's input '%s'; the model "
+					  "takes %s%s (per sample, N samples first), the archive holds %s",
+					  path, member, s->inputs[i].name, want,
+					  labels_path ? "" : val ? " and y_val" : " and y",
+					  z.n ? held : "nothing");
+			break;
+		}
+		char name[1100];
+		snprintf(name, sizeof name, "%s:%s", path, member);
+		if (!(names[i] = strdup(name))) {
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+			break;
+		}
+		rc = read_member(&z, path, member, input_kind(s, i), &d->x[i], err);
+		if (rc == 0)
+			rc = check_input(&d->x[i], &s->inputs[i], name, err);
+	}
+	char yname[1100];
+	if (rc == 0 && labels_path) {
+		snprintf(yname, sizeof yname, "%s", labels_path);
+		rc = read_labels_file(labels_path, s, &d->y, err);
+	} else if (rc == 0) {
+		const char *ym = val ? "y_val" : "y";
+		snprintf(yname, sizeof yname, "%s:%s", path, ym);
+		if (!has_member(&z, ym)) {
+			char held[600];
+			member_list(&z, held, sizeof held);
+			rc = dl_error_set(err, DL_EINPUT, "%s: no array '%s' (the labels); the archive "
+					  "holds %s", path, ym, held);
+		} else {
+			rc = read_member(&z, path, ym, s->ids ? K_IDS : K_FLOATS, &d->y, err);
+		}
+	}
+	if (rc == 0)
+		rc = check_counts(d, (const char *const *)names, yname, err);
+	for (int i = 0; names && i < s->n_inputs; i++)
+		free(names[i]);
+	free(names);
+	dl_npz_close(&z);
+	if (rc)
+		dl_dataset_free(d);
+	return rc;
+}
+
+/* Copies samples [from, from + n) of a into b. */
+static int array_slice(struct dl_array *b, const struct dl_array *a, int64_t from, int64_t n,
+		       struct dl_error *err)
+{
+	int64_t s = dl_array_sample_numel(a);
+	b->shape = a->shape;
+	b->shape.d[0] = n;
+	if (a->ids) {
+		b->ids = malloc((size_t)(n * s) * sizeof *b->ids + 1);
+		if (!b->ids)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+		memcpy(b->ids, a->ids + from * s, (size_t)(n * s) * sizeof *b->ids);
+	} else {
+		b->f = malloc((size_t)(n * s) * sizeof *b->f + 1);
+		if (!b->f)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+		memcpy(b->f, a->f + from * s, (size_t)(n * s) * sizeof *b->f);
+	}
+	return 0;
 }
 
 int dl_dataset_split(struct dl_dataset *train, struct dl_dataset *val,
@@ -190,143 +448,137 @@ int dl_dataset_split(struct dl_dataset *train, struct dl_dataset *val,
 				    "--val-split %g leaves no training or no validation samples "
 				    "of %lld", fraction, (long long)train->n);
 	int64_t nt = train->n - nv;
-	int64_t xs = dl_shape_prod(&train->xshape, 1, train->xshape.ndim);
-	int64_t ys = train->yshape.ndim ? dl_shape_prod(&train->yshape, 1, train->yshape.ndim) : 0;
-	val->xshape = train->xshape;
-	val->yshape = train->yshape;
-	val->xshape.d[0] = val->yshape.d[0] = nv;
+	int rc = dataset_init(val, train->n_x, err);
+	for (int i = 0; rc == 0 && i < train->n_x; i++)
+		rc = array_slice(&val->x[i], &train->x[i], nt, nv, err);
+	if (rc == 0)
+		rc = array_slice(&val->y, &train->y, nt, nv, err);
+	if (rc)
+		return rc;
 	val->n = nv;
-	val->x = malloc((size_t)(nv * xs) * sizeof *val->x + 1);
-	if (!val->x)
-		return dl_error_set(err, DL_ERUN, "out of memory");
-	memcpy(val->x, train->x + nt * xs, (size_t)(nv * xs) * sizeof *val->x);
-	if (train->ids) {
-		val->ids = malloc((size_t)(nv * ys) * sizeof *val->ids + 1);
-		if (!val->ids)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		memcpy(val->ids, train->ids + nt * ys, (size_t)(nv * ys) * sizeof *val->ids);
-	}
-	if (train->targets) {
-		val->targets = malloc((size_t)(nv * ys) * sizeof *val->targets + 1);
-		if (!val->targets)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		memcpy(val->targets, train->targets + nt * ys, (size_t)(nv * ys) * sizeof *val->targets);
-	}
 	train->n = nt;
-	train->xshape.d[0] = train->yshape.d[0] = nt;
+	for (int i = 0; i < train->n_x; i++)
+		train->x[i].shape.d[0] = nt;
+	train->y.shape.d[0] = nt;
 	return 0;
 }
 
-/* Appends the n samples of (x, ids or targets) to d, growing it. */
-static int append(struct dl_dataset *d, const struct dl_shape *xs, float *x,
-		  const struct dl_shape *ys, int64_t *ids, float *targets,
-		  struct dl_error *err)
+/* Appends the samples of b to a (same per-sample shape, checked). */
+static int array_append(struct dl_array *a, const struct dl_array *b, struct dl_error *err)
 {
-	int64_t xn = dl_shape_prod(xs, 1, xs->ndim), yn = dl_shape_prod(ys, 1, ys->ndim);
-	int64_t n = xs->d[0];
-	if (d->n == 0 && !d->x) {
-		d->xshape = *xs;
-		d->yshape = *ys;
-	} else {
-		struct dl_shape a = *xs, b = *ys;
-		a.d[0] = d->xshape.d[0];
-		b.d[0] = d->yshape.d[0];
-		if (!dl_shape_equal(&a, &d->xshape) || !dl_shape_equal(&b, &d->yshape))
-			return dl_error_set(err, DL_EINPUT,
-					    "stdin: pair %lld has other per-sample shapes than the first",
-					    (long long)d->pairs + 1);
-	}
-	float *nx = realloc(d->x, (size_t)((d->n + n) * xn + 1) * sizeof *nx);
-	if (!nx)
-		return dl_error_set(err, DL_ERUN, "out of memory");
-	d->x = nx;
-	memcpy(d->x + d->n * xn, x, (size_t)(n * xn) * sizeof *x);
-	if (ids) {
-		int64_t *ni = realloc(d->ids, (size_t)((d->n + n) * yn + 1) * sizeof *ni);
-		if (!ni)
+	int64_t s = dl_array_sample_numel(b);
+	int64_t n = a->shape.ndim ? a->shape.d[0] : 0, m = b->shape.d[0];
+	if (b->ids) {
+		int64_t *p = realloc(a->ids, (size_t)((n + m) * s + 1) * sizeof *p);
+		if (!p)
 			return dl_error_set(err, DL_ERUN, "out of memory");
-		d->ids = ni;
-		memcpy(d->ids + d->n * yn, ids, (size_t)(n * yn) * sizeof *ids);
+		a->ids = p;
+		memcpy(a->ids + n * s, b->ids, (size_t)(m * s) * sizeof *p);
 	} else {
-		float *nt = realloc(d->targets, (size_t)((d->n + n) * yn + 1) * sizeof *nt);
-		if (!nt)
+		float *p = realloc(a->f, (size_t)((n + m) * s + 1) * sizeof *p);
+		if (!p)
 			return dl_error_set(err, DL_ERUN, "out of memory");
-		d->targets = nt;
-		memcpy(d->targets + d->n * yn, targets, (size_t)(n * yn) * sizeof *targets);
+		a->f = p;
+		memcpy(a->f + n * s, b->f, (size_t)(m * s) * sizeof *p);
 	}
-	d->n += n;
-	d->xshape.d[0] = d->yshape.d[0] = d->n;
-	d->pairs++;
+	a->shape = b->shape;
+	a->shape.d[0] = n + m;
 	return 0;
 }
 
-int dl_dataset_load_stream(struct dl_dataset *d, FILE *f, int ids, int x_is_int,
+static int same_sample_shape(const struct dl_array *a, const struct dl_array *b)
+{
+	if (a->shape.ndim != b->shape.ndim)
+		return 0;
+	for (int i = 1; i < a->shape.ndim; i++)
+		if (a->shape.d[i] != b->shape.d[i])
+			return 0;
+	return 1;
+}
+
+int dl_dataset_load_stream(struct dl_dataset *d, FILE *f, const struct dl_data_spec *s,
 			   struct dl_error *err)
 {
-	memset(d, 0, sizeof *d);
-	int rc = 0;
+	int rc = dataset_init(d, s->n_inputs, err);
+	if (rc)
+		return rc;
+	struct dl_array *one = calloc((size_t)s->n_inputs + 1, sizeof *one);
+	if (!one) {
+		dl_dataset_free(d);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	/* one array per input in the model's order, then the labels */
+	int k = s->n_inputs + 1;
 	for (;;) {
-		struct dl_npy_header h;
-		int more = dl_npy_read_header(f, "stdin", &h, err);
-		if (more <= 0) {
-			rc = more;
-			break;
-		}
-		struct dl_dataset one;
-		memset(&one, 0, sizeof one);
-		/* x: floats, or integer token ids for a dtype: int input */
-		int x_ints = h.dtype == DL_I32 || h.dtype == DL_I64 || h.dtype == DL_U8;
-		if (h.shape.ndim == 0 || (x_ints && !x_is_int)) {
-			rc = dl_error_set(err, DL_EINPUT, "stdin: pair %lld: x must be an array of floats "
-					  "with a sample dimension", (long long)d->pairs + 1);
-			break;
-		}
-		one.xshape = h.shape;
-		one.x = malloc((size_t)(h.numel + 1) * sizeof *one.x);
-		if (!one.x) {
-			rc = dl_error_set(err, DL_ERUN, "out of memory");
-			break;
-		}
-		rc = dl_npy_read_f32(f, "stdin", &h, h.numel, one.x, err);
-		if (rc == 0) {
-			char name[64];
-			snprintf(name, sizeof name, "stdin (labels of pair %lld)", (long long)d->pairs + 1);
-			rc = dl_npy_read_header(f, name, &h, err);
-			if (rc == 0)
-				rc = dl_error_set(err, DL_EINPUT, "stdin: the stream ended after x of pair "
-						  "%lld, before its labels", (long long)d->pairs + 1);
-			else if (rc > 0) {
-				rc = 0;
-				one.yshape = h.shape;
-				if (h.shape.ndim == 0 || h.shape.d[0] != one.xshape.d[0])
+		long long step = (long long)d->steps + 1;
+		for (int i = 0; rc == 0 && i < k; i++) {
+			int lab = i == s->n_inputs;
+			struct dl_array *a = lab ? &one[s->n_inputs] : &one[i];
+			char name[600];
+			if (lab)
+				snprintf(name, sizeof name, "stdin (labels of step %lld)", step);
+			else
+				snprintf(name, sizeof name, "stdin (input '%s' of step %lld)",
+					 s->inputs[i].name, step);
+			struct dl_npy_header h;
+			int more = dl_npy_read_header(f, name, &h, err);
+			if (more < 0) {
+				rc = more;
+			} else if (more == 0 && i == 0) {
+				rc = 1;   /* a clean end between steps */
+			} else if (more == 0) {
+				rc = dl_error_set(err, DL_EINPUT,
+						  "stdin: the stream ended in step %lld after %d of its %d "
+						  "arrays, before %s%s%s (per step: one array per input in "
+						  "the model's order, then the labels)",
+						  step, i, k, lab ? "the labels" : "input '",
+						  lab ? "" : s->inputs[i].name, lab ? "" : "'");
+			} else if (!lab && h.shape.ndim && is_int_dtype(h.dtype) && !s->inputs[i].is_int) {
+				rc = dl_error_set(err, DL_EINPUT, "%s: must be an array of floats with a "
+						  "sample dimension", name);
+			} else if (lab && h.shape.ndim && s->ids != is_int_dtype(h.dtype)) {
+				rc = dl_error_set(err, DL_EINPUT, "%s: must hold %s", name,
+						  s->ids ? "integer class ids" : "float targets");
+			} else {
+				rc = read_data(f, &h, name, lab ? (s->ids ? K_IDS : K_FLOATS)
+							       : input_kind(s, i),
+					       0, a, err);
+				if (rc == 0 && !lab)
+					rc = check_input(a, &s->inputs[i], name, err);
+				if (rc == 0 && i > 0 && a->shape.d[0] != one[0].shape.d[0])
 					rc = dl_error_set(err, DL_EINPUT,
-							  "stdin: pair %lld: labels for %lld samples, x has %lld",
-							  (long long)d->pairs + 1,
-							  (long long)(h.shape.ndim ? h.shape.d[0] : 0),
-							  (long long)one.xshape.d[0]);
-				int y_ints = h.dtype == DL_I32 || h.dtype == DL_I64 || h.dtype == DL_U8;
-				if (rc == 0 && ids != y_ints)
-					rc = dl_error_set(err, DL_EINPUT, "%s: must hold %s", name,
-							  ids ? "integer class ids" : "float targets");
-				if (rc == 0 && ids) {
-					one.ids = malloc((size_t)(h.numel + 1) * sizeof *one.ids);
-					rc = one.ids ? dl_npy_read_i64(f, name, &h, h.numel, one.ids, err)
-						     : dl_error_set(err, DL_ERUN, "out of memory");
-				} else if (rc == 0) {
-					one.targets = malloc((size_t)(h.numel + 1) * sizeof *one.targets);
-					rc = one.targets ? dl_npy_read_f32(f, name, &h, h.numel, one.targets, err)
-							 : dl_error_set(err, DL_ERUN, "out of memory");
-				}
+							  "%s: %lld samples, but input '%s' of the step has "
+							  "%lld; they must match", name,
+							  (long long)a->shape.d[0], s->inputs[0].name,
+							  (long long)one[0].shape.d[0]);
 			}
 		}
-		if (rc == 0)
-			rc = append(d, &one.xshape, one.x, &one.yshape, one.ids, one.targets, err);
-		dl_dataset_free(&one);
+		if (rc == 1) {
+			rc = 0;
+			break;
+		}
+		for (int i = 0; rc == 0 && d->steps > 0 && i < k; i++) {
+			struct dl_array *have = i == s->n_inputs ? &d->y : &d->x[i];
+			if (!same_sample_shape(have, &one[i]))
+				rc = dl_error_set(err, DL_EINPUT,
+						  "stdin: step %lld has other per-sample shapes than the first",
+						  step);
+		}
+		for (int i = 0; rc == 0 && i < k; i++)
+			rc = array_append(i == s->n_inputs ? &d->y : &d->x[i], &one[i], err);
+		for (int i = 0; i < k; i++)
+			array_free(&one[i]);
 		if (rc)
 			break;
+		d->n = d->x[0].shape.d[0];
+		d->steps++;
 	}
+	for (int i = 0; i < k; i++)
+		array_free(&one[i]);
+	free(one);
 	if (rc == 0 && d->n == 0)
-		rc = dl_error_set(err, DL_EINPUT, "stdin: no (x, y) pairs");
+		rc = dl_error_set(err, DL_EINPUT, "stdin: no data (per step: one array per input "
+				  "in the model's order, then the labels)");
 	if (rc)
 		dl_dataset_free(d);
 	return rc;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "engine/gemm.h"
-#include "train/optim.h"
+#include "train/step.h"
 #include "verbs/verbs.h"
 
 static double now_ms(void)
@@ -40,6 +40,7 @@ struct bench {
 	float **in;           /* [n_inputs] random inputs */
 	float **dout;         /* [n_outputs] a fixed output gradient (training) */
 	struct dl_optim opt;
+	struct dl_step step;  /* the training step, seeded with dout */
 	struct dl_rng rng;
 };
 
@@ -47,12 +48,13 @@ struct bench {
 static void iterate(struct bench *B)
 {
 	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads()};
-	dl_graph_forward(B->g, B->in, &ctx);
-	if (!B->train)
+	if (!B->train) {
+		dl_step_forward(&B->step, B->in, &ctx);
 		return;
-	dl_graph_zero_grad(B->g);
-	dl_graph_backward(B->g, (const float *const *)B->dout, NULL, &ctx);
-	dl_optim_step(&B->opt, B->g->param_block, B->g->grad_block, 1e-6);
+	}
+	/* no labels: the fixed output gradients seed backward */
+	struct dl_batch b = {.in = B->in};
+	dl_train_step(&B->step, &b, 1e-6, 0, &ctx, NULL, NULL);
 }
 
 static int setup(struct bench *B, struct dl_error *err)
@@ -70,6 +72,7 @@ static int setup(struct bench *B, struct dl_error *err)
 	B->dout = calloc((size_t)g->n_outputs + 1, sizeof *B->dout);
 	if (rc == 0 && (!B->in || !B->dout))
 		rc = dl_error_set(err, DL_ERUN, "out of memory");
+	B->step = (struct dl_step){.g = g, .dout = B->dout, .opt = B->train ? &B->opt : NULL};
 	dl_rng_seed(&B->rng, 1);
 	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
 		int64_t n = dl_shape_numel(&g->values[i].shape);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/yamlutil.h"
+#include "train/step.h"
 #include "verbs/verbs.h"
 
 struct check {
@@ -15,6 +16,7 @@ struct check {
 	float **in;          /* [n_inputs] random inputs */
 	float **din;         /* [n_inputs] their gradients (NULL for int inputs) */
 	float **r;           /* [n_outputs] the projection */
+	struct dl_step step; /* forward and backward, seeded with r */
 	struct dl_rng rng;   /* dropout: reseeded before every forward */
 	uint64_t seed;
 };
@@ -24,7 +26,7 @@ static double objective(struct check *C, int train)
 {
 	struct dl_ctx ctx = {.train = train, .rng = &C->rng, .threads = dl_threads()};
 	dl_rng_seed(&C->rng, C->seed + 17);
-	dl_graph_forward(C->g, C->in, &ctx);
+	dl_step_forward(&C->step, C->in, &ctx);
 	double L = 0;
 	for (int k = 0; k < C->g->n_outputs; k++) {
 		const struct dl_value *v = &C->g->values[C->g->outputs[k]];
@@ -218,9 +220,9 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 	char worst_buf[600];
 	if (rc == 0) {
 		struct dl_ctx ctx = {.train = 1, .rng = &C.rng, .threads = dl_threads()};
+		C.step = (struct dl_step){.g = g, .dout = C.r};
 		objective(&C, 1);
-		dl_graph_zero_grad(g);
-		dl_graph_backward(g, (const float *const *)C.r, C.din, &ctx);
+		dl_step_backward(&C.step, C.din, &ctx);
 		/* the gradients' own scale: a float32 forward resolves differences of
 	 * L only to about 1e-5 of the largest gradient at these steps, so
 	 * errors are measured against at least 1e-2 of it */

@@ -172,7 +172,11 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		trainable &= g->nodes[i].op->backward != NULL;
 	if (rc == 0 && trainable && g->n_nodes) {
 		rc = dl_graph_plan(g, 1, err);
+		/* and what ops keep for their backward (masks, statistics, the
+		 * inner activations of composites) */
 		train_bytes = g->arena_bytes;
+		for (int i = 0; i < g->n_nodes; i++)
+			train_bytes += (g->nodes[i].saved_bytes + 63) / 64 * 64;
 	}
 	if (rc == 0)
 		rc = dl_graph_plan(g, 0, err);

@@ -14,8 +14,7 @@
 #include "model/yamlutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
-#include "train/loss.h"
-#include "train/optim.h"
+#include "train/loop.h"
 #include "verbs/verbs.h"
 
 struct cfg {
@@ -28,6 +27,9 @@ struct cfg {
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
 	int shuffle, progress;
 	const char *w, *out, *checkpoint, *resume, *log, *threads;
+	const char *loss_output;       /* output the loss applies to, or NULL */
+	char loss_output_where[512];   /* where it was given, for messages */
+	char loss_output_shown[64];
 };
 
 /* One option, from the command line or the model's train: mapping. */
@@ -93,6 +95,12 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 #undef NUM
 #undef INT
 #undef STR
+	if (strcmp(name, "loss-output") == 0) {
+		c->loss_output = val;
+		snprintf(c->loss_output_where, sizeof c->loss_output_where, "%s", where);
+		snprintf(c->loss_output_shown, sizeof c->loss_output_shown, "%s", shown);
+		return 0;
+	}
 	if (strcmp(name, "ignore-index") == 0) {
 		if (dl_parse_int(val, &i))
 			return dl_error_set(err, DL_EINPUT, "%s%s takes an integer", where, shown);
@@ -168,17 +176,7 @@ struct run {
 	struct cfg c;
 	struct dl_graph *g;
 	struct dl_dataset train, val;
-	enum dl_loss loss;
-	struct dl_optim opt;
-	struct dl_lr_schedule sched;
-	struct dl_range *ranges;
-	int n_ranges;
-	float *bx, *by, *dout;     /* one batch: inputs, float targets, dL/dout */
-	int64_t *bids;
-	int64_t *perm;
-	int64_t cur_batch;         /* batch size the graph is planned for */
-	int cur_train;
-	struct dl_train_pos pos;
+	struct dl_trainer t;
 	FILE *log;
 	int tty;
 	double last_draw;
@@ -191,105 +189,20 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int plan_for(struct run *R, int64_t b, int train, struct dl_error *err)
-{
-	if (R->cur_batch == b && R->cur_train == train)
-		return 0;
-	struct dl_shape in = R->train.xshape;
-	in.d[0] = b;
-	int rc = dl_graph_infer(R->g, &in, err);
-	if (rc == 0)
-		rc = dl_graph_plan(R->g, train, err);
-	if (rc == 0) {
-		R->cur_batch = b;
-		R->cur_train = train;
-	}
-	return rc;
-}
-
-/* Copies the samples idx[0..b) of d into the batch buffers. */
-static void gather(struct run *R, const struct dl_dataset *d, const int64_t *idx,
-		   int64_t b)
-{
-	int64_t xs = dl_shape_prod(&d->xshape, 1, d->xshape.ndim);
-	int64_t ys = dl_shape_prod(&d->yshape, 1, d->yshape.ndim);
-	for (int64_t i = 0; i < b; i++) {
-		memcpy(R->bx + i * xs, d->x + idx[i] * xs, (size_t)xs * sizeof *R->bx);
-		if (d->ids)
-			memcpy(R->bids + i * ys, d->ids + idx[i] * ys, (size_t)ys * sizeof *R->bids);
-		else
-			memcpy(R->by + i * ys, d->targets + idx[i] * ys, (size_t)ys * sizeof *R->by);
-	}
-}
-
-/* Loss (and dL/dout when grad) of the planned batch's output. */
-static int batch_loss(struct run *R, int64_t b, const struct dl_dataset *d, int grad,
-		      double *loss, int64_t *correct, int64_t *counted,
-		      struct dl_error *err)
-{
-	const struct dl_value *v = &R->g->values[R->g->outputs[0]];
-	struct dl_shape ys = d->yshape;
-	ys.d[0] = b;
-	int64_t rows, cols;
-	int rc = dl_loss_shape(R->loss, &v->shape, &ys, &rows, &cols, err);
-	if (rc)
-		return rc;
-	*loss = dl_loss_eval(R->loss, v->data, R->bids, R->by, rows, cols,
-			     R->c.ignore_index, grad ? R->dout : NULL);
-	if (correct) {
-		if (d->ids)
-			*correct = dl_loss_correct(v->data, R->bids, rows, cols,
-						   R->c.ignore_index, counted);
-		else {
-			*correct = dl_loss_correct_binary(v->data, R->by, rows * cols);
-			*counted = rows * cols;
-		}
-	}
-	return 0;
-}
-
-static int validate(struct run *R, double *loss, double *acc, struct dl_error *err)
-{
-	const struct dl_dataset *d = &R->val;
-	struct dl_ctx ctx = {.train = 0, .rng = &R->pos.rng, .threads = dl_threads()};
-	double sum = 0;
-	int64_t correct = 0, counted = 0, seen = 0;
-	for (int64_t off = 0; off < d->n; off += R->c.batch) {
-		int64_t b = d->n - off < R->c.batch ? d->n - off : R->c.batch;
-		for (int64_t i = 0; i < b; i++)
-			R->perm[i] = off + i;   /* perm is rebuilt each epoch */
-		gather(R, d, R->perm, b);
-		int rc = plan_for(R, b, 0, err);
-		if (rc)
-			return rc;
-		float *in[1] = {R->bx};
-		dl_graph_forward(R->g, in, &ctx);
-		double l;
-		int64_t c, n;
-		if ((rc = batch_loss(R, b, d, 0, &l, &c, &n, err)) != 0)
-			return rc;
-		sum += l * (double)b;
-		seen += b;
-		correct += c;
-		counted += n;
-	}
-	*loss = seen ? sum / (double)seen : NAN;
-	*acc = counted ? (double)correct / (double)counted : NAN;
-	return 0;
-}
-
-static void log_json(struct run *R, int64_t epoch, double loss, double lr,
-		     const double *val_loss, const double *val_acc)
+static void log_json(struct run *R, const struct dl_epoch_report *e)
 {
 	if (!R->log)
 		return;
-	json_t *o = json_pack("{s:I, s:I, s:o, s:f}", "epoch", (json_int_t)epoch,
-			      "step", (json_int_t)R->pos.step,
-			      "loss", isfinite(loss) ? json_real(loss) : json_null(),
-			      "lr", lr);
-	if (val_loss) {
-		json_object_set_new(o, "val_loss", isfinite(*val_loss) ? json_real(*val_loss) : json_null());
-		json_object_set_new(o, "val_accuracy", isfinite(*val_acc) ? json_real(*val_acc) : json_null());
+	json_t *o = json_pack("{s:I, s:I, s:o, s:f}", "epoch", (json_int_t)e->epoch,
+			      "step", (json_int_t)e->step,
+			      "loss", isfinite(e->loss) ? json_real(e->loss) : json_null(),
+			      "lr", e->lr);
+	if (e->has_val) {
+		json_object_set_new(o, "val_loss", isfinite(e->val_loss) ? json_real(e->val_loss)
+									 : json_null());
+		if (e->has_accuracy)
+			json_object_set_new(o, "val_accuracy", isfinite(e->val_accuracy)
+					    ? json_real(e->val_accuracy) : json_null());
 	}
 	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (s) {
@@ -300,115 +213,111 @@ static void log_json(struct run *R, int64_t epoch, double loss, double lr,
 	json_decref(o);
 }
 
-static void progress(struct run *R, int64_t epoch, int64_t b, int64_t nb, double loss,
-		     double rate, double eta, int force)
+static void on_batch(void *user, const struct dl_batch_report *b)
 {
+	struct run *R = user;
 	if (!R->tty)
 		return;
 	double t = now();
-	if (!force && t - R->last_draw < 0.1)
+	if (t - R->last_draw < 0.1)
 		return;
 	R->last_draw = t;
 	fprintf(stderr, "\r\033[Kepoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %.0fs",
-		(long long)epoch + 1, R->c.epochs, (long long)b, (long long)nb, loss, rate, eta);
+		(long long)b->epoch + 1, R->c.epochs, (long long)b->batch, (long long)b->n_batches,
+		b->loss, b->rate, b->eta);
 	fflush(stderr);
 }
 
-static int train_loop(struct run *R, struct dl_error *err)
+static void on_epoch(void *user, const struct dl_epoch_report *e)
 {
-	struct dl_graph *g = R->g;
-	struct dl_ctx ctx = {.train = 1, .rng = &R->pos.rng, .threads = dl_threads()};
-	int64_t n = R->train.n, bs = R->c.batch;
-	int64_t nb = (n + bs - 1) / bs;
-	double t0 = now();
-	int64_t samples = 0;
-	int rc = 0;
-	for (; R->pos.epoch < R->c.epochs; R->pos.epoch++, R->pos.batch = 0) {
-		/* the epoch's order depends only on (seed, epoch): resumable */
-		struct dl_rng order;
-		dl_rng_seed(&order, (uint64_t)R->c.seed * 1000003u + (uint64_t)R->pos.epoch + 1);
-		for (int64_t i = 0; i < n; i++)
-			R->perm[i] = i;
-		if (R->c.shuffle)
-			for (int64_t i = n - 1; i > 0; i--) {
-				int64_t j = (int64_t)dl_rng_below(&order, (uint64_t)i + 1);
-				int64_t t = R->perm[i];
-				R->perm[i] = R->perm[j];
-				R->perm[j] = t;
-			}
-		double sum = 0;
-		int64_t seen = 0;
-		double lr = 0;
-		for (; R->pos.batch < nb; R->pos.batch++) {
-			int64_t off = R->pos.batch * bs;
-			int64_t b = n - off < bs ? n - off : bs;
-			gather(R, &R->train, R->perm + off, b);
-			if ((rc = plan_for(R, b, 1, err)) != 0)
-				return rc;
-			float *in[1] = {R->bx};
-			dl_graph_forward(g, in, &ctx);
-			double loss;
-			if ((rc = batch_loss(R, b, &R->train, 1, &loss, NULL, NULL, err)) != 0)
-				return rc;
-			if (!isfinite(loss)) {
-				int bad = dl_graph_first_nonfinite(g);
-				if (bad >= 0)
-					return dl_error_set(err, DL_ERUN,
-							    "%s:%d:%d: %s ('%s') produced a non-finite value at "
-							    "step %lld; training stopped (lower --lr, or --clip-grad-norm)",
-							    g->file, g->nodes[bad].line, g->nodes[bad].col,
-							    g->nodes[bad].op->name, g->nodes[bad].scope,
-							    (long long)R->pos.step);
-				return dl_error_set(err, DL_ERUN,
-						    "the loss is not finite at step %lld; training stopped",
-						    (long long)R->pos.step);
-			}
-			dl_graph_zero_grad(g);
-			const float *dout[1] = {R->dout};
-			dl_graph_backward(g, dout, NULL, &ctx);
-			if (R->c.clip > 0)
-				dl_clip_grad_norm(g->grad_block, g->n_param_floats, R->ranges,
-						  R->n_ranges, R->c.clip);
-			lr = dl_lr_at(&R->sched, R->pos.step);
-			dl_optim_step(&R->opt, g->param_block, g->grad_block, lr);
-			R->pos.step++;
-			sum += loss * (double)b;
-			seen += b;
-			samples += b;
-			double el = now() - t0;
-			double rate = el > 0 ? (double)samples / el : 0;
-			int64_t left = (R->c.epochs - R->pos.epoch - 1) * n + (n - off - b);
-			progress(R, R->pos.epoch, R->pos.batch + 1, nb, sum / (double)seen, rate,
-				 rate > 0 ? (double)left / rate : 0, 0);
-			if (R->c.checkpoint && R->c.ckpt_every > 0 &&
-			    R->pos.step % R->c.ckpt_every == 0) {
-				struct dl_train_pos p = R->pos;
-				p.batch++;
-				if (p.batch == nb) {
-					p.batch = 0;
-					p.epoch++;
-				}
-				if ((rc = dl_checkpoint_save(R->c.checkpoint, g, &R->opt, &p, err)) != 0)
-					return rc;
-			}
-		}
-		double tl = seen ? sum / (double)seen : NAN;
-		double vl = NAN, va = NAN;
-		if (R->val.n > 0 && (rc = validate(R, &vl, &va, err)) != 0)
-			return rc;
-		if (R->tty)
-			fputs("\r\033[K", stderr);
-		if (R->c.progress != 0) {
-			if (R->val.n > 0)
-				fprintf(stderr, "epoch %lld/%lld: loss %.6f  val_loss %.6f  val_accuracy %.4f  lr %.3g\n",
-					(long long)R->pos.epoch + 1, R->c.epochs, tl, vl, va, lr);
-			else
-				fprintf(stderr, "epoch %lld/%lld: loss %.6f  lr %.3g\n",
-					(long long)R->pos.epoch + 1, R->c.epochs, tl, lr);
-		}
-		log_json(R, R->pos.epoch + 1, tl, lr, R->val.n > 0 ? &vl : NULL,
-			 R->val.n > 0 ? &va : NULL);
+	struct run *R = user;
+	if (R->tty)
+		fputs("\r\033[K", stderr);
+	if (R->c.progress != 0) {
+		fprintf(stderr, "epoch %lld/%lld: loss %.6f", (long long)e->epoch, R->c.epochs, e->loss);
+		if (e->has_val)
+			fprintf(stderr, "  val_loss %.6f", e->val_loss);
+		if (e->has_val && e->has_accuracy)
+			fprintf(stderr, "  val_accuracy %.4f", e->val_accuracy);
+		fprintf(stderr, "  lr %.3g\n", e->lr);
 	}
+	log_json(R, e);
+}
+
+static int is_npz(const char *path)
+{
+	return strlen(path) > 4 && strcmp(path + strlen(path) - 4, ".npz") == 0;
+}
+
+/* "x, adj" */
+static void input_names(const struct dl_graph *g, char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < g->n_inputs && used < size; i++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+					 g->inputs[i].name);
+}
+
+/* Training and validation data as the model's inputs and the loss want. */
+static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	struct dl_graph *g = R->g;
+	int npz = is_npz(c->data), rc;
+	char names[512];
+	input_names(g, names, sizeof names);
+	if (strcmp(c->data, "-") == 0) {
+		if (c->labels)
+			return dl_error_set(err, DL_EINPUT, "train: --data - reads, per step, one array "
+					    "per input and then the labels from stdin; --labels does "
+					    "not go with it");
+		rc = dl_dataset_load_stream(&R->train, stdin, spec, err);
+	} else if (npz) {
+		rc = dl_dataset_load_npz(&R->train, c->data, 0, c->labels, spec, err);
+	} else {
+		if (g->n_inputs != 1)
+			return dl_error_set(err, DL_EINPUT, "%s: the model has %d inputs (%s); --data "
+					    "takes an .npz with one array per input, named as the "
+					    "input, and the labels y (or - for a stream)",
+					    c->data, g->n_inputs, names);
+		if (!c->labels)
+			return dl_error_set(err, DL_EINPUT, "train: --labels is required with an .npy --data");
+		rc = dl_dataset_load_npy(&R->train, c->data, c->labels, spec, err);
+	}
+	if (rc)
+		return rc;
+	if (c->val_data) {
+		if (is_npz(c->val_data)) {
+			/* the training file's names, or their _val forms */
+			struct dl_error probe = {0};
+			rc = dl_dataset_load_npz(&R->val, c->val_data, 0, c->val_labels, spec, &probe);
+			if (rc && dl_dataset_load_npz(&R->val, c->val_data, 1, c->val_labels, spec,
+						      err) == 0 && R->val.n > 0)
+				rc = 0;
+			else if (rc)
+				*err = probe;
+		} else {
+			if (g->n_inputs != 1)
+				return dl_error_set(err, DL_EINPUT, "%s: the model has %d inputs (%s); "
+						    "--val-data takes an .npz with one array per input",
+						    c->val_data, g->n_inputs, names);
+			if (!c->val_labels)
+				return dl_error_set(err, DL_EINPUT,
+						    "train: --val-labels is required with an .npy --val-data");
+			rc = dl_dataset_load_npy(&R->val, c->val_data, c->val_labels, spec, err);
+		}
+	} else if (c->val_split > 0) {
+		rc = dl_dataset_split(&R->train, &R->val, c->val_split, err);
+	} else if (npz) {
+		/* an .npz with <input>_val and y_val carries its own validation
+		 * split (none: an empty set) */
+		rc = dl_dataset_load_npz(&R->val, c->data, 1, NULL, spec, err);
+	}
+	if (rc)
+		return rc;
+	if (R->train.n < 1)
+		return dl_error_set(err, DL_EINPUT, "%s: no training samples", c->data);
 	return 0;
 }
 
@@ -416,75 +325,70 @@ static int setup(struct run *R, struct dl_error *err)
 {
 	struct cfg *c = &R->c;
 	struct dl_graph *g = R->g;
+	struct dl_trainer *t = &R->t;
 	int rc;
-	if (g->n_inputs != 1)
-		return dl_error_set(err, DL_EINPUT, "train: the model has %d inputs; training takes "
-				    "models with one input for now", g->n_inputs);
-	if ((rc = dl_loss_from_name(c->loss, &R->loss, err)) != 0)
+	if ((rc = dl_loss_from_name(c->loss, &t->step.loss, err)) != 0)
 		return rc;
-	int ids = dl_loss_takes_ids(R->loss);
+	t->step.out = 0;
+	if (c->loss_output) {
+		t->step.out = dl_step_output(g, c->loss_output);
+		if (t->step.out < 0) {
+			char outs[512];
+			size_t used = 0;
+			outs[0] = '\0';
+			for (int k = 0; k < g->n_outputs && used < sizeof outs; k++)
+				used += (size_t)snprintf(outs + used, sizeof outs - used, "%s%s",
+							 k ? ", " : "", g->output_names[k]);
+			return dl_error_set(err, DL_EINPUT, "%s%s: the model has no output '%s' "
+					    "(its outputs: %s)", c->loss_output_where,
+					    c->loss_output_shown, c->loss_output, outs);
+		}
+	}
+	int ids = dl_loss_takes_ids(t->step.loss);
 	if (!c->data)
-		return dl_error_set(err, DL_EINPUT, "train: --data is required (an .npy with --labels, or an .npz with x and y)");
-	int npz = strlen(c->data) > 4 && strcmp(c->data + strlen(c->data) - 4, ".npz") == 0;
-	if (strcmp(c->data, "-") == 0) {
-		if (c->labels)
-			return dl_error_set(err, DL_EINPUT, "train: --data - reads (x, y) pairs from "
-					    "stdin; --labels does not go with it");
-		rc = dl_dataset_load_stream(&R->train, stdin, ids, g->inputs[0].is_int, err);
-	} else {
-		if (!npz && !c->labels)
-			return dl_error_set(err, DL_EINPUT, "train: --labels is required with an .npy --data");
-		rc = dl_dataset_load(&R->train, c->data, "x", npz && !c->labels ? c->data : c->labels,
-				     "y", ids, g->inputs[0].is_int, err);
-	}
-	if (rc)
+		return dl_error_set(err, DL_EINPUT, "train: --data is required (an .npy with --labels, "
+				    "or an .npz with one array per input and y)");
+	struct dl_data_spec spec = {g->n_inputs, g->inputs, ids};
+	if ((rc = load_data(R, &spec, err)) != 0)
 		return rc;
-	if (c->val_data) {
-		int vnpz = strlen(c->val_data) > 4 && strcmp(c->val_data + strlen(c->val_data) - 4, ".npz") == 0;
-		if (!vnpz && !c->val_labels)
-			return dl_error_set(err, DL_EINPUT, "train: --val-labels is required with an .npy --val-data");
-		rc = dl_dataset_load(&R->val, c->val_data, "x", c->val_labels ? c->val_labels : c->val_data,
-				     "y", ids, g->inputs[0].is_int, err);
-	} else if (c->val_split > 0) {
-		rc = dl_dataset_split(&R->train, &R->val, c->val_split, err);
-	} else if (npz) {
-		/* an .npz with x_val and y_val carries its own validation split */
-		struct dl_error probe = {0};
-		if (dl_dataset_load(&R->val, c->data, "x_val", c->data, "y_val", ids,
-				    g->inputs[0].is_int, &probe) != 0)
-			memset(&R->val, 0, sizeof R->val);
+	/* shapes: the data's per-sample shapes must be the model's */
+	struct dl_shape *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+	if (!in)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int i = 0; i < g->n_inputs; i++) {
+		in[i] = R->train.x[i].shape;
+		in[i].d[0] = c->batch;
 	}
-	if (rc)
-		return rc;
-	if (R->train.n < 1)
-		return dl_error_set(err, DL_EINPUT, "%s: no training samples", c->data);
-	/* shapes: the data's per-sample shape must be the model's */
-	struct dl_shape in = R->train.xshape;
-	in.d[0] = c->batch;
-	if ((rc = dl_graph_infer(g, &in, err)) != 0) {
+	rc = dl_graph_infer(g, in, err);
+	free(in);
+	if (rc) {
 		char msg[sizeof err->msg];
 		snprintf(msg, sizeof msg, "%s", err->msg);
 		dl_error_clear(err);
 		return dl_error_set(err, DL_EINPUT, "%s: %s", c->data, msg);
 	}
-	/* the whole label array against the output for all its samples */
-	struct dl_shape os = g->values[g->outputs[0]].shape;
+	/* the whole label array against the loss output for all its samples */
+	struct dl_shape os = g->values[g->outputs[t->step.out]].shape;
 	os.d[0] = R->train.n;
 	int64_t rows, cols;
-	if ((rc = dl_loss_shape(R->loss, &os, &R->train.yshape, &rows, &cols, err)) != 0) {
+	const char *yname = strcmp(c->data, "-") == 0 ? "stdin" : c->labels ? c->labels : c->data;
+	if ((rc = dl_loss_shape(t->step.loss, &os, &R->train.y.shape, &rows, &cols, err)) != 0) {
 		char msg[sizeof err->msg];
 		snprintf(msg, sizeof msg, "%s", err->msg);
 		dl_error_clear(err);
-		return dl_error_set(err, DL_EINPUT, "%s: %s",
-				    strcmp(c->data, "-") == 0 ? "stdin" : c->labels ? c->labels : c->data, msg);
+		if (g->n_outputs > 1)
+			return dl_error_set(err, DL_EINPUT, "%s: %s (the loss is on output '%s')", yname,
+					    msg, g->output_names[t->step.out]);
+		return dl_error_set(err, DL_EINPUT, "%s: %s", yname, msg);
 	}
 	if (ids) {
-		const char *yname = c->labels ? c->labels : c->data;
-		rc = dl_loss_check_labels(R->train.ids, dl_shape_numel(&R->train.yshape), cols,
+		rc = dl_loss_check_labels(R->train.y.ids, dl_shape_numel(&R->train.y.shape), cols,
 					  c->ignore_index, yname, err);
 		if (rc == 0 && R->val.n)
-			rc = dl_loss_check_labels(R->val.ids, dl_shape_numel(&R->val.yshape), cols,
-						  c->ignore_index, c->val_labels ? c->val_labels : yname, err);
+			rc = dl_loss_check_labels(R->val.y.ids, dl_shape_numel(&R->val.y.shape), cols,
+						  c->ignore_index,
+						  c->val_labels ? c->val_labels : c->val_data ? c->val_data : yname,
+						  err);
 		if (rc)
 			return rc;
 	}
@@ -498,23 +402,6 @@ static int setup(struct run *R, struct dl_error *err)
 	if ((rc = dl_graph_train_setup(g, err)) != 0)
 		return rc;
 	g->watch_finite = 1;  /* to name the op of a non-finite loss */
-	/* trainable ranges of the parameter block */
-	R->ranges = calloc((size_t)g->n_nodes * 8 + 1, sizeof *R->ranges);
-	if (!R->ranges)
-		return dl_error_set(err, DL_ERUN, "out of memory");
-	for (int i = 0; i < g->n_nodes; i++)
-		for (int k = 0; k < g->nodes[i].n_params; k++) {
-			struct dl_param *p = &g->nodes[i].params[k];
-			if (p->buffer)
-				continue;
-			size_t off = (size_t)(p->data - g->param_block);
-			size_t len = (size_t)dl_shape_numel(&p->shape);
-			if (R->n_ranges && R->ranges[R->n_ranges - 1].offset +
-			    R->ranges[R->n_ranges - 1].length == off)
-				R->ranges[R->n_ranges - 1].length += len;
-			else
-				R->ranges[R->n_ranges++] = (struct dl_range){off, len};
-		}
 	/* optimizer and schedule */
 	enum dl_optim_kind kind;
 	if ((rc = dl_optim_from_name(c->optimizer, &kind, err)) != 0)
@@ -531,30 +418,28 @@ static int setup(struct run *R, struct dl_error *err)
 	}
 	if (c->eps_set)
 		oc.eps = c->eps;
-	if ((rc = dl_optim_init(&R->opt, &oc, g->n_param_floats, R->ranges, R->n_ranges, err)) != 0)
-		return rc;
 	enum dl_lr_kind lk;
 	if ((rc = dl_lr_from_name(c->schedule, &lk, err)) != 0)
 		return rc;
-	int64_t nb = (R->train.n + c->batch - 1) / c->batch;
-	R->sched = (struct dl_lr_schedule){lk, c->lr, c->step_size, c->gamma, c->min_lr,
-					   nb * c->epochs, c->warmup};
-	if ((rc = dl_lr_check(&R->sched, err)) != 0)
-		return rc;
-	/* buffers for one batch */
-	int64_t xs = dl_shape_prod(&R->train.xshape, 1, R->train.xshape.ndim);
-	int64_t ysz = dl_shape_prod(&R->train.yshape, 1, R->train.yshape.ndim);
-	int64_t outn = dl_shape_numel(&g->values[g->outputs[0]].shape);
-	int64_t maxn = R->train.n > R->val.n ? R->train.n : R->val.n;
-	R->bx = malloc((size_t)(c->batch * xs) * sizeof *R->bx + 1);
-	R->by = malloc((size_t)(c->batch * ysz) * sizeof *R->by + 1);
-	R->bids = malloc((size_t)(c->batch * ysz) * sizeof *R->bids + 1);
-	R->dout = malloc((size_t)outn * sizeof *R->dout + 1);
-	R->perm = malloc((size_t)maxn * sizeof *R->perm + 1);
-	if (!R->bx || !R->by || !R->bids || !R->dout || !R->perm)
-		return dl_error_set(err, DL_ERUN, "out of memory");
-	dl_rng_seed(&R->pos.rng, (uint64_t)c->seed ^ 0x5deece66dULL);
-	if (c->resume && (rc = dl_checkpoint_load(c->resume, g, &R->opt, &R->pos, err)) != 0)
+	t->g = g;
+	t->train = &R->train;
+	t->val = &R->val;
+	t->step.ignore_index = c->ignore_index;
+	t->step.clip = c->clip;
+	t->oc = oc;
+	t->sched = (struct dl_lr_schedule){lk, c->lr, c->step_size, c->gamma, c->min_lr, 0,
+					   c->warmup};
+	t->epochs = c->epochs;
+	t->batch = c->batch;
+	t->seed = c->seed;
+	t->shuffle = c->shuffle;
+	t->checkpoint = c->checkpoint;
+	t->ckpt_every = c->ckpt_every;
+	t->resume = c->resume;
+	t->on_batch = on_batch;
+	t->on_epoch = on_epoch;
+	t->user = R;
+	if ((rc = dl_trainer_init(t, err)) != 0)
 		return rc;
 	if (c->log) {
 		R->log = fopen(c->log, c->resume ? "a" : "w");
@@ -562,7 +447,6 @@ static int setup(struct run *R, struct dl_error *err)
 			return dl_error_set(err, DL_EINPUT, "%s: cannot write the log: %s", c->log,
 					    strerror(errno));
 	}
-	R->cur_batch = -1;
 	return 0;
 }
 
@@ -572,6 +456,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"data", required_argument, NULL, 0}, {"labels", required_argument, NULL, 0},
 		{"val-data", required_argument, NULL, 0}, {"val-labels", required_argument, NULL, 0},
 		{"val-split", required_argument, NULL, 0}, {"loss", required_argument, NULL, 0},
+		{"loss-output", required_argument, NULL, 0},
 		{"ignore-index", required_argument, NULL, 0}, {"optimizer", required_argument, NULL, 0},
 		{"lr", required_argument, NULL, 0}, {"momentum", required_argument, NULL, 0},
 		{"dampening", required_argument, NULL, 0}, {"nesterov", no_argument, NULL, 'N'},
@@ -657,7 +542,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = setup(&R, err);
 	if (rc == 0)
-		rc = train_loop(&R, err);
+		rc = dl_trainer_run(&R.t, err);
 	if (rc == 0) {
 		const char *meta[] = {"format", "pt"};
 		rc = dl_model_save_weights(R.g, out, meta, 1, err);
@@ -665,15 +550,9 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	free(out);
 	if (R.log)
 		fclose(R.log);
-	dl_optim_free(&R.opt);
+	dl_trainer_free(&R.t);
 	dl_dataset_free(&R.train);
 	dl_dataset_free(&R.val);
-	free(R.ranges);
-	free(R.bx);
-	free(R.by);
-	free(R.bids);
-	free(R.dout);
-	free(R.perm);
 	dl_graph_free(R.g);
 	return rc;
 }
@@ -683,11 +562,15 @@ const struct verb verb_train = {
 	"train a model on .npy/.npz data",
 	"usage: dlrun train MODEL.yaml --data X [--labels Y] [options]\n"
 	"\n"
-	"Data:     --data X.npy --labels Y.npy, or --data D.npz (arrays x and y;\n"
-	"          x_val and y_val, when present, are the validation set), or\n"
-	"          --data - for (x, y) .npy pairs on stdin, concatenated\n"
+	"Data:     --data X.npy --labels Y.npy (one input), or --data D.npz (one\n"
+	"          array per model input, named as the input, or x; labels y;\n"
+	"          <input>_val and y_val, when present, are the validation set),\n"
+	"          or --data - (per step one .npy per input in the model's\n"
+	"          order, then the labels, on stdin; concatenated)\n"
 	"          --val-data X --val-labels Y | --val-split F\n"
 	"Loss:     --loss cross_entropy|nll|mse|bce_with_logits  --ignore-index I\n"
+	"          --loss-output NAME (the output the loss applies to; default\n"
+	"          the first)\n"
 	"Optimizer: --optimizer sgd|adam|adamw (default adam)  --lr LR (1e-3)\n"
 	"          --momentum M --dampening D --nesterov --weight-decay W\n"
 	"          --betas B1,B2 --eps E --clip-grad-norm MAX\n"

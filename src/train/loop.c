@@ -1,0 +1,252 @@
+/* The training loop: epochs of mini-batches in an order that depends only on
+ * (seed, epoch), so a run resumed from a checkpoint continues exactly; one
+ * dl_train_step per batch; validation after each epoch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/loop.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int classifies(enum dl_loss l)
+{
+	return l == DL_LOSS_CROSS_ENTROPY || l == DL_LOSS_NLL || l == DL_LOSS_BCE_WITH_LOGITS;
+}
+
+/* Infers shapes and plans for b samples of d (once per batch size, data
+ * set and mode); the loss output's gradient buffer grows to fit. */
+static int plan_for(struct dl_trainer *t, const struct dl_dataset *d, int64_t b, int train,
+		    struct dl_error *err)
+{
+	if (t->cur_batch == b && t->cur_train == train && t->cur_data == d)
+		return 0;
+	struct dl_graph *g = t->g;
+	struct dl_shape *in = calloc((size_t)d->n_x + 1, sizeof *in);
+	if (!in)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int i = 0; i < d->n_x; i++) {
+		in[i] = d->x[i].shape;
+		in[i].d[0] = b;
+	}
+	int rc = dl_graph_infer(g, in, err);
+	free(in);
+	if (rc == 0)
+		rc = dl_graph_plan(g, train, err);
+	if (rc)
+		return rc;
+	int64_t n = dl_shape_numel(&g->values[g->outputs[t->step.out]].shape);
+	if (n > t->dout_cap) {
+		float *p = realloc(t->dout[t->step.out], (size_t)(n + 1) * sizeof *p);
+		if (!p)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+		t->dout[t->step.out] = p;
+		t->dout_cap = n;
+	}
+	t->cur_batch = b;
+	t->cur_train = train;
+	t->cur_data = d;
+	return 0;
+}
+
+/* Copies the samples idx[0..b) of d into the batch buffers; fills bt. */
+static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64_t *idx,
+		   int64_t b, struct dl_batch *bt)
+{
+	for (int k = 0; k < d->n_x; k++) {
+		int64_t xs = dl_array_sample_numel(&d->x[k]);
+		for (int64_t i = 0; i < b; i++)
+			memcpy(t->bx[k] + i * xs, d->x[k].f + idx[i] * xs, (size_t)xs * sizeof(float));
+	}
+	int64_t ys = dl_array_sample_numel(&d->y);
+	for (int64_t i = 0; i < b; i++) {
+		if (d->y.ids)
+			memcpy(t->bids + i * ys, d->y.ids + idx[i] * ys, (size_t)ys * sizeof *t->bids);
+		else
+			memcpy(t->by + i * ys, d->y.f + idx[i] * ys, (size_t)ys * sizeof *t->by);
+	}
+	bt->n = b;
+	bt->in = t->bx;
+	bt->yshape = d->y.shape;
+	bt->yshape.d[0] = b;
+	bt->ids = d->y.ids ? t->bids : NULL;
+	bt->targets = d->y.ids ? NULL : t->by;
+}
+
+static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_error *err)
+{
+	const struct dl_dataset *d = t->val;
+	struct dl_ctx ctx = {.train = 0, .rng = &t->pos.rng, .threads = dl_threads()};
+	double sum = 0;
+	int64_t correct = 0, counted = 0, seen = 0;
+	for (int64_t off = 0; off < d->n; off += t->batch) {
+		int64_t b = d->n - off < t->batch ? d->n - off : t->batch;
+		for (int64_t i = 0; i < b; i++)
+			t->perm[i] = off + i;   /* perm is rebuilt each epoch */
+		int rc = plan_for(t, d, b, 0, err);
+		if (rc)
+			return rc;
+		struct dl_batch bt;
+		gather(t, d, t->perm, b, &bt);
+		dl_step_forward(&t->step, bt.in, &ctx);
+		double l;
+		int64_t c, n;
+		if ((rc = dl_step_loss(&t->step, &bt, 0, &l, &c, &n, err)) != 0)
+			return rc;
+		sum += l * (double)b;
+		seen += b;
+		correct += c;
+		counted += n;
+	}
+	*loss = seen ? sum / (double)seen : NAN;
+	*acc = counted ? (double)correct / (double)counted : NAN;
+	return 0;
+}
+
+int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
+{
+	struct dl_ctx ctx = {.train = 1, .rng = &t->pos.rng, .threads = dl_threads()};
+	int64_t n = t->train->n, bs = t->batch;
+	int64_t nb = (n + bs - 1) / bs;
+	double t0 = now();
+	int64_t samples = 0;
+	int rc = 0;
+	for (; t->pos.epoch < t->epochs; t->pos.epoch++, t->pos.batch = 0) {
+		/* the epoch's order depends only on (seed, epoch): resumable */
+		struct dl_rng order;
+		dl_rng_seed(&order, (uint64_t)t->seed * 1000003u + (uint64_t)t->pos.epoch + 1);
+		for (int64_t i = 0; i < n; i++)
+			t->perm[i] = i;
+		if (t->shuffle)
+			for (int64_t i = n - 1; i > 0; i--) {
+				int64_t j = (int64_t)dl_rng_below(&order, (uint64_t)i + 1);
+				int64_t tmp = t->perm[i];
+				t->perm[i] = t->perm[j];
+				t->perm[j] = tmp;
+			}
+		double sum = 0;
+		int64_t seen = 0;
+		double lr = 0;
+		for (; t->pos.batch < nb; t->pos.batch++) {
+			int64_t off = t->pos.batch * bs;
+			int64_t b = n - off < bs ? n - off : bs;
+			if ((rc = plan_for(t, t->train, b, 1, err)) != 0)
+				return rc;
+			struct dl_batch bt;
+			gather(t, t->train, t->perm + off, b, &bt);
+			lr = dl_lr_at(&t->sched, t->pos.step);
+			double loss;
+			if ((rc = dl_train_step(&t->step, &bt, lr, t->pos.step, &ctx, &loss, err)) != 0)
+				return rc;
+			t->pos.step++;
+			sum += loss * (double)b;
+			seen += b;
+			samples += b;
+			double el = now() - t0;
+			double rate = el > 0 ? (double)samples / el : 0;
+			int64_t left = (t->epochs - t->pos.epoch - 1) * n + (n - off - b);
+			if (t->on_batch) {
+				struct dl_batch_report r = {t->pos.epoch, t->pos.batch + 1, nb,
+							    sum / (double)seen, rate,
+							    rate > 0 ? (double)left / rate : 0};
+				t->on_batch(t->user, &r);
+			}
+			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0) {
+				struct dl_train_pos p = t->pos;
+				p.batch++;
+				if (p.batch == nb) {
+					p.batch = 0;
+					p.epoch++;
+				}
+				if ((rc = dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err)) != 0)
+					return rc;
+			}
+		}
+		struct dl_epoch_report r = {t->pos.epoch + 1, t->pos.step,
+					    seen ? sum / (double)seen : NAN, lr, 0, NAN, 0, NAN};
+		if (t->val && t->val->n > 0) {
+			if ((rc = validate(t, &r.val_loss, &r.val_accuracy, err)) != 0)
+				return rc;
+			r.has_val = 1;
+			r.has_accuracy = classifies(t->step.loss);
+		}
+		if (t->on_epoch)
+			t->on_epoch(t->user, &r);
+	}
+	return 0;
+}
+
+int dl_trainer_init(struct dl_trainer *t, struct dl_error *err)
+{
+	struct dl_graph *g = t->g;
+	int rc = dl_train_ranges(g, &t->ranges, &t->n_ranges, err);
+	if (rc)
+		return rc;
+	if ((rc = dl_optim_init(&t->opt, &t->oc, g->n_param_floats, t->ranges, t->n_ranges,
+				err)) != 0)
+		return rc;
+	int64_t nb = (t->train->n + t->batch - 1) / t->batch;
+	t->sched.total_steps = nb * t->epochs;
+	if ((rc = dl_lr_check(&t->sched, err)) != 0)
+		return rc;
+	t->step.g = g;
+	t->step.opt = &t->opt;
+	t->step.ranges = t->ranges;
+	t->step.n_ranges = t->n_ranges;
+	/* buffers for one batch, for the larger of the two sets' samples */
+	int n_x = t->train->n_x;
+	t->bx = calloc((size_t)n_x + 1, sizeof *t->bx);
+	t->dout = calloc((size_t)g->n_outputs + 1, sizeof *t->dout);
+	if (!t->bx || !t->dout)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	t->step.dout = t->dout;
+	int has_val = t->val && t->val->n > 0;
+	for (int i = 0; i < n_x; i++) {
+		int64_t xs = dl_array_sample_numel(&t->train->x[i]);
+		if (has_val && dl_array_sample_numel(&t->val->x[i]) > xs)
+			xs = dl_array_sample_numel(&t->val->x[i]);
+		if (!(t->bx[i] = malloc((size_t)(t->batch * xs) * sizeof(float) + 1)))
+			return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	int64_t ys = dl_array_sample_numel(&t->train->y);
+	if (has_val && dl_array_sample_numel(&t->val->y) > ys)
+		ys = dl_array_sample_numel(&t->val->y);
+	int64_t maxn = t->train->n > (has_val ? t->val->n : 0) ? t->train->n : t->val->n;
+	t->by = malloc((size_t)(t->batch * ys) * sizeof *t->by + 1);
+	t->bids = malloc((size_t)(t->batch * ys) * sizeof *t->bids + 1);
+	t->perm = malloc((size_t)maxn * sizeof *t->perm + 1);
+	if (!t->by || !t->bids || !t->perm)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	dl_rng_seed(&t->pos.rng, (uint64_t)t->seed ^ 0x5deece66dULL);
+	if (t->resume && (rc = dl_checkpoint_load(t->resume, g, &t->opt, &t->pos, err)) != 0)
+		return rc;
+	t->cur_batch = -1;
+	return 0;
+}
+
+void dl_trainer_free(struct dl_trainer *t)
+{
+	if (!t)
+		return;
+	dl_optim_free(&t->opt);
+	free(t->ranges);
+	for (int i = 0; t->bx && t->train && i < t->train->n_x; i++)
+		free(t->bx[i]);
+	free(t->bx);
+	for (int k = 0; t->dout && t->g && k < t->g->n_outputs; k++)
+		free(t->dout[k]);
+	free(t->dout);
+	free(t->by);
+	free(t->bids);
+	free(t->perm);
+	t->ranges = NULL;
+	t->bx = t->dout = NULL;
+	t->by = NULL;
+	t->bids = t->perm = NULL;
+}

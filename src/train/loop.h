@@ -1,0 +1,72 @@
+/* The training loop: epochs of shuffled mini-batches of a dataset through
+ * dl_train_step, validation after each epoch, checkpoints every K steps.
+ * Nothing here prints: progress and epoch results go to callbacks. */
+#ifndef DL_LOOP_H
+#define DL_LOOP_H
+
+#include <stdint.h>
+
+#include "train/checkpoint.h"
+#include "train/data.h"
+#include "train/step.h"
+
+/* After each step (for a progress bar). */
+struct dl_batch_report {
+	int64_t epoch;            /* 0-based */
+	int64_t batch, n_batches; /* batches of this epoch done, of */
+	double loss;              /* mean loss of the epoch so far */
+	double rate, eta;         /* samples per second, seconds left */
+};
+
+/* After each epoch. */
+struct dl_epoch_report {
+	int64_t epoch;            /* 1-based: epochs done */
+	int64_t step;             /* optimizer steps taken so far */
+	double loss, lr;          /* mean training loss, last lr */
+	int has_val;              /* the fields below are set */
+	double val_loss;
+	int has_accuracy;         /* classification losses only */
+	double val_accuracy;
+};
+
+struct dl_trainer {
+	/* set by the caller before dl_trainer_init */
+	struct dl_graph *g;
+	struct dl_dataset *train, *val;   /* val->n == 0: no validation */
+	struct dl_step step;              /* g, out, loss, ignore_index, clip */
+	struct dl_optim_config oc;
+	struct dl_lr_schedule sched;      /* total steps filled in by init */
+	int64_t epochs, batch, seed;
+	int shuffle;
+	const char *checkpoint;           /* NULL: none */
+	int64_t ckpt_every;
+	const char *resume;               /* NULL: a fresh run */
+	void (*on_batch)(void *user, const struct dl_batch_report *r);
+	void (*on_epoch)(void *user, const struct dl_epoch_report *r);
+	void *user;
+
+	/* the run's state */
+	struct dl_optim opt;
+	struct dl_train_pos pos;
+	struct dl_range *ranges;
+	int n_ranges;
+	float **bx;                       /* [n_inputs] one batch's inputs */
+	float *by;                        /* its float targets */
+	int64_t *bids;                    /* or class ids */
+	float **dout;                     /* [n_outputs] */
+	int64_t dout_cap;
+	int64_t *perm;
+	int64_t cur_batch;                /* batch size the graph is planned for */
+	int cur_train;
+	const struct dl_dataset *cur_data;
+};
+
+/* After the weights are loaded (or initialised) and dl_graph_train_setup:
+ * checks the labels against the loss output, sets up the optimizer, the
+ * schedule and the batch buffers, and restores t->resume when set. */
+int dl_trainer_init(struct dl_trainer *t, struct dl_error *err);
+/* Runs the remaining epochs. */
+int dl_trainer_run(struct dl_trainer *t, struct dl_error *err);
+void dl_trainer_free(struct dl_trainer *t);  /* NULL-safe; not g or data */
+
+#endif

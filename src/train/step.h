@@ -1,0 +1,68 @@
+/* One training step on one batch: forward of the model's inputs, the loss
+ * of one output against the batch's labels (or fixed output gradients),
+ * backward, gradient clipping and the optimizer's update. `dlrun train`,
+ * `dlrun bench --train` and `dlrun gradcheck` run their passes through it. */
+#ifndef DL_STEP_H
+#define DL_STEP_H
+
+#include <stdint.h>
+
+#include "dlrun.h"
+#include "engine/graph.h"
+#include "train/loss.h"
+#include "train/optim.h"
+
+struct dl_step {
+	struct dl_graph *g;
+	int out;                  /* the output the loss applies to (index
+	                           * into g->outputs) */
+	enum dl_loss loss;
+	int64_t ignore_index;
+	float **dout;             /* [n_outputs] the outputs' gradients that
+	                           * backward seeds, NULL for none; the caller
+	                           * owns them, dl_step_loss writes dout[out] */
+	struct dl_optim *opt;     /* NULL: no update */
+	const struct dl_range *ranges;  /* trainable ranges (clipping) */
+	int n_ranges;
+	double clip;              /* > 0: clip the global gradient norm */
+};
+
+/* One batch: the model's inputs and the labels of the loss output. */
+struct dl_batch {
+	int64_t n;                /* samples */
+	float *const *in;         /* [n_inputs], planned shapes */
+	struct dl_shape yshape;   /* [n, ...] */
+	const int64_t *ids;       /* class ids, or NULL */
+	const float *targets;     /* float targets, or NULL; both NULL: the
+	                           * step's dout are used as they are */
+};
+
+/* Index of output `name` in g->outputs, or -1. */
+int dl_step_output(const struct dl_graph *g, const char *name);
+
+/* Forward of the planned graph on in[]. */
+void dl_step_forward(struct dl_step *s, float *const *in, struct dl_ctx *ctx);
+/* The loss of the last forward's output s->out against b's labels; with
+ * grad, writes dL/dout into s->dout[s->out]. correct and counted (may be
+ * NULL) receive the accuracy counts of classification losses (0 for mse). */
+int dl_step_loss(struct dl_step *s, const struct dl_batch *b, int grad, double *loss,
+		 int64_t *correct, int64_t *counted, struct dl_error *err);
+/* Zeroes the gradients and back-propagates s->dout; din[i] (may be NULL)
+ * receives model input i's gradient. */
+void dl_step_backward(struct dl_step *s, float *const *din, struct dl_ctx *ctx);
+/* Clips (s->clip) and takes an optimizer step at lr (nothing without
+ * s->opt). */
+void dl_step_update(struct dl_step *s, double lr);
+/* The whole step: forward, loss (unless b has no labels), backward,
+ * update. A non-finite loss is DL_ERUN naming the first op whose output
+ * was not finite (step_no is the step's number in the message); nothing is
+ * updated then. *loss (may be NULL) receives the loss, 0 without labels. */
+int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_t step_no,
+		  struct dl_ctx *ctx, double *loss, struct dl_error *err);
+
+/* The trainable (non-buffer) ranges of g's parameter block, adjacent ones
+ * merged, in a malloc()ed array the caller frees. */
+int dl_train_ranges(const struct dl_graph *g, struct dl_range **ranges, int *n,
+		    struct dl_error *err);
+
+#endif
