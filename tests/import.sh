@@ -14,7 +14,7 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent"
+models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset"
 

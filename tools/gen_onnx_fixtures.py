@@ -141,6 +141,19 @@ class Norms(nn.Module):
         return F.adaptive_max_pool2d(x, 1).flatten(1)[:, :3] + y.mean(2)
 
 
+class TwoOut(nn.Module):
+    """Two outputs, one of them also used inside (the logits and their
+    softmax), written as two arrays per step."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        logits = self.fc(x)
+        return logits, F.softmax(logits, dim=1)
+
+
 class Block(nn.Module):
     """A transformer-ish block written with batch-safe reshapes: layer norm,
     one attention head set with matmuls and softmax, a residual, an MLP with
@@ -217,6 +230,7 @@ MODELS = {
     "mlp_tanh": (MLPTanh, (9,), 2, "float"),
     "pointwise": (Pointwise, (8,), 4, "float"),
     "norms": (Norms, (3, 6, 7), 2, "float"),
+    "two_outputs": (TwoOut, (6,), 3, "float"),
     "block": (Block, (5, 12), 2, "float"),
     "embed": (Embed, (5,), 3, "int"),
     # opset 14: the exporter writes layer norm out as ReduceMean, Sub, Pow,
@@ -352,14 +366,22 @@ def main():
         else:
             x = torch.randn((batch,) + shape, generator=g)
         path = os.path.join(out, name + ".onnx")
-        torch.onnx.export(model, x, path, opset_version=opset[0] if opset else 17,
-                          input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
         with torch.no_grad():
-            y = model.double()(x if kind == "int" else x.double()).float()
+            y = model.double()(x if kind == "int" else x.double())
+        ys = list(y) if isinstance(y, tuple) else [y]
+        names = ["y%d" % i if i else "y" for i in range(len(ys))]
+        model.float()
+        torch.onnx.export(model, x, path, opset_version=opset[0] if opset else 17,
+                          input_names=["x"], output_names=names,
+                          dynamic_axes=dict({"x": {0: "batch"}},
+                                            **{n: {0: "batch"} for n in names}))
         save_npy(os.path.join(out, name + "-input.npy"),
                  x.numpy().astype(np.int64 if kind == "int" else np.float32))
-        save_npy(os.path.join(out, name + "-expected.npy"), y.numpy())
+        with open(os.path.join(out, name + "-expected.npy"), "wb") as f:
+            for t in ys:
+                buf = io.BytesIO()
+                np.save(buf, t.float().numpy())
+                f.write(buf.getvalue())
     bad_models(os.path.join(out, "bad"))
 
 
