@@ -3495,6 +3495,10 @@ static int translate(struct imp *im, const char *yaml_path)
 	if (im->opset < 7 || im->opset > 21)
 		return ierr(im, "opset %lld; dlrun import reads opsets 7 to 21 (torch.onnx.export writes 13 to 17)",
 			    (long long)im->opset);
+	for (size_t i = 0; i < im->g->n_node; i++)
+		if (!im->g->node[i]->op_type || !*im->g->node[i]->op_type)
+			return ierr(im, "node %zu ('%s') has no op type", i,
+				    im->g->node[i]->name ? im->g->node[i]->name : "?");
 	int rc = check_op_types(im);
 	if (rc)
 		return rc;
@@ -3592,6 +3596,10 @@ int dl_onnx_import(const char *onnx_path, const char *yaml_path, struct dl_error
 				    "%s: not an ONNX model (the protobuf message does not parse: truncated or another format)",
 				    onnx_path);
 	int rc = translate(&im, yaml_path);
+	/* a mapper that saw a helper fail returns DL_ERUN; the message and
+	 * its code are the helper's */
+	if (rc && err && err->code)
+		rc = err->code;
 	for (int i = 0; i < im.nv; i++)
 		val_free(im.v[i]);
 	free(im.v);
