@@ -16,7 +16,7 @@
 data=$srcdir/tests/data/onnx
 models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
-batch_arith transpose_batch erf_alone const_operand undefined_input old_opset"
+batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type"
 
 "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null
 built=$?

@@ -345,6 +345,11 @@ def bad_models(out):
             [helper.make_node("Relu", ["x"], ["y"], name="relu")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])], opset=5),
     }
+    # a node without an op type
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+              [f32("x", ["N", 3])], [f32("y", ["N", 3])])
+    m.graph.node[0].ClearField("op_type")
+    bad["no_op_type"] = m
     os.makedirs(out, exist_ok=True)
     for name, m in bad.items():
         with open(os.path.join(out, name + ".onnx"), "wb") as f:
