@@ -8,7 +8,7 @@
 
 static const struct verb *const verbs[] = {
 	&verb_infer, &verb_train, &verb_gradcheck, &verb_init, &verb_summary,
-	&verb_bench, &verb_draw, &verb_ops, NULL,
+	&verb_bench, &verb_draw, &verb_ops, &verb_import, NULL,
 };
 
 static void usage(FILE *f)
@@ -28,7 +28,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-		printf("dlrun %s\n", PACKAGE_VERSION);
+		printf("dlrun %s (onnx import: %s)\n", PACKAGE_VERSION,
+		       verb_import_built ? "yes" : "no");
 		return 0;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

@@ -14,6 +14,8 @@ struct verb {
 
 extern const struct verb verb_infer, verb_train, verb_gradcheck, verb_init,
 	verb_summary, verb_bench, verb_draw, verb_ops;
+extern const struct verb verb_import;
+extern const int verb_import_built;   /* 1 when built with ONNX import */
 
 /* ---- shared by the verbs (common.c) ---- */
 
