@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "engine/graph.h"
@@ -119,7 +120,12 @@ static int bind_inputs(struct dl_graph *g, const struct dl_shape *in,
 		char want[256], got[256];
 		spec_str(s, want, sizeof want);
 		dl_shape_str(&in[i], got, sizeof got);
-		if (in[i].ndim != s->ndim + 1 || dl_shape_numel(&in[i]) < 0)
+		if (in[i].ndim == s->ndim + 1 && dl_shape_numel(&in[i]) < 0)
+			return dl_error_set(err, DL_EINPUT,
+				"input '%s' has shape %s: more than 2^40 elements, the "
+				"most a tensor may have (%s:%d:%d)",
+				s->name, got, g->file, s->line, s->col);
+		if (in[i].ndim != s->ndim + 1)
 			return dl_error_set(err, DL_EINPUT,
 				"input '%s' has shape %s; the model needs %s (%s:%d:%d)",
 				s->name, got, want, g->file, s->line, s->col);
@@ -580,6 +586,69 @@ int dl_graph_layout(struct dl_graph *g, int train, size_t *arena_bytes,
 	return layout(g, train, arena_bytes, err);
 }
 
+static size_t max_memory;
+
+void dl_set_max_memory(size_t bytes)
+{
+	max_memory = bytes;
+}
+
+static size_t physical_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return (size_t)4 << 30;
+	return (size_t)pages * (size_t)page;
+}
+
+size_t dl_max_memory(void)
+{
+	return max_memory ? max_memory : physical_memory() / 5 * 4;
+}
+
+/* b bytes for a message: "512 B", "3.2 KiB", "1.5 GiB". */
+static const char *human(double b, char *buf, size_t size)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	int u = 0;
+	while (b >= 1024 && u < 5) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+/* The plan's memory against dl_max_memory(), before anything is
+ * allocated for it. */
+static int check_memory(const struct dl_graph *g, int train, size_t top,
+			size_t ws, struct dl_error *err)
+{
+	size_t weights = g->n_param_floats * sizeof(float), saved = 0;
+	for (int i = 0; train && i < g->n_nodes; i++)
+		saved += align_up(g->nodes[i].saved_bytes);
+	double total = (double)weights * (train ? 2 : 1) + (double)top + (double)ws +
+		       (double)saved;
+	size_t max = dl_max_memory();
+	if (total <= (double)max)
+		return 0;
+	char lim[128], h[6][32];
+	if (max_memory)
+		snprintf(lim, sizeof lim, "--max-memory is %s",
+			 human((double)max, h[0], sizeof h[0]));
+	else
+		snprintf(lim, sizeof lim, "the default --max-memory is %s (80%% of the "
+			 "%s of physical memory)", human((double)max, h[0], sizeof h[0]),
+			 human((double)physical_memory(), h[1], sizeof h[1]));
+	return dl_error_set(err, DL_ERUN, "%s: the plan needs %s (%s weights%s, %s "
+		"activations, %s workspace, %s saved for backward) but %s; lower "
+		"--batch-size or raise --max-memory", g->file,
+		human(total, h[2], sizeof h[2]), human((double)weights, h[3], sizeof h[3]),
+		train ? " and gradients" : "", human((double)top, h[4], sizeof h[4]),
+		human((double)ws, h[5], sizeof h[5]), human((double)saved, h[0], sizeof h[0]),
+		lim);
+}
+
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
@@ -599,6 +668,8 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 		if (g->nodes[i].n_in > max_in)
 			max_in = g->nodes[i].n_in;
 	}
+	if ((rc = check_memory(g, train, top, ws, err)) != 0)
+		return rc;
 	if (top + ALIGN > g->arena_cap) {
 		free(g->arena);
 		g->arena_cap = top + ALIGN;

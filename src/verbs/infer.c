@@ -547,6 +547,7 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		{"format", required_argument, NULL, 'f'},
 		{"batch-size", required_argument, NULL, 'b'},
 		{"threads", required_argument, NULL, 't'},
+		{"max-memory", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -555,7 +556,7 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 	char **ins = calloc((size_t)argc + 1, sizeof *ins);
 	char **outs = calloc((size_t)argc + 1, sizeof *outs);
 	int n_ins = 0, n_outs = 0, rc = 0;
-	const char *threads = NULL, *model = NULL;
+	const char *threads = NULL, *model = NULL, *max_memory = NULL;
 	if (!ins || !outs) {
 		free(ins);
 		free(outs);
@@ -590,6 +591,9 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		case 't':
 			threads = optarg;
 			break;
+		case 'M':
+			max_memory = optarg;
+			break;
 		case 'h':
 			verb_usage(&verb_infer);
 			free(ins);
@@ -603,6 +607,8 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		rc = verb_model_arg("infer", argc, argv, &model, err);
 	if (rc == 0)
 		rc = verb_threads("infer", threads, err);
+	if (rc == 0)
+		rc = verb_max_memory("infer", max_memory, err);
 	if (rc == 0)
 		rc = dl_model_load(&I.g, model, err);
 	if (rc) {
@@ -656,6 +662,7 @@ const struct verb verb_infer = {
 	"                         per line, grouped into steps of --batch-size\n"
 	"  -b, --batch-size N     compute in chunks of N samples (same results)\n"
 	"  -t, --threads N        BLAS and op threads (default: all cores)\n"
+	"      --max-memory SIZE  refuse a plan needing more (default: 80% of RAM)\n"
 	"  -h, --help             this help\n",
 	infer_main,
 };

@@ -26,7 +26,7 @@ struct cfg {
 	double clip, gamma, min_lr;
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
 	int shuffle, progress;
-	const char *w, *out, *checkpoint, *resume, *log, *threads;
+	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
 	const char *loss_output;       /* output the loss applies to, or NULL */
 	char loss_output_where[512];   /* where it was given, for messages */
 	char loss_output_shown[64];
@@ -92,6 +92,7 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	STR(resume, "resume")
 	STR(log, "log")
 	STR(threads, "threads")
+	STR(max_memory, "max-memory")
 #undef NUM
 #undef INT
 #undef STR
@@ -471,6 +472,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"checkpoint", required_argument, NULL, 0}, {"checkpoint-every", required_argument, NULL, 0},
 		{"resume", required_argument, NULL, 0}, {"log", required_argument, NULL, 0},
 		{"threads", required_argument, NULL, 0}, {"progress", no_argument, NULL, 'P'},
+		{"max-memory", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
 	};
@@ -531,6 +533,8 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		rc = dl_error_set(err, DL_EINPUT, "train: --checkpoint needs --checkpoint-every STEPS");
 	if (rc == 0)
 		rc = verb_threads("train", c->threads, err);
+	if (rc == 0)
+		rc = verb_max_memory("train", c->max_memory, err);
 	char *out = NULL;
 	if (rc == 0) {
 		out = c->out ? strdup(c->out) : dl_model_default_weights(R.g);
@@ -583,6 +587,7 @@ const struct verb verb_train = {
 	"          --checkpoint PATH --checkpoint-every STEPS, --resume PATH\n"
 	"          --log PATH (JSON lines, one per epoch)\n"
 	"Other:    --threads N, --progress | --no-progress | -q\n"
+	"          --max-memory SIZE (refuse a bigger plan; default 80% of RAM)\n"
 	"\n"
 	"The model's train: mapping gives defaults under the same names with\n"
 	"underscores (batch_size: 64); flags override it.\n",
