@@ -358,12 +358,16 @@ static int write_outputs(struct infer *I, struct dl_error *err)
 			struct dl_tensor t = {I->out_shape[k], I->out_data[k]};
 			rc = dl_npy_write(s->out.f, name, &t, err);
 		}
+		if (rc && errno == EPIPE && s->out.f == stdout)
+			return err->code = DL_EPIPE;
 		if (rc)
 			return rc;
 	}
 	for (int s = 0; s < I->n_sink; s++)
 		if (fflush(I->sink[s].out.f) != 0)
-			return dl_error_set(err, DL_ERUN, "%s: write failed: %s",
+			return errno == EPIPE && I->sink[s].out.f == stdout
+				? (err->code = DL_EPIPE)
+				: dl_error_set(err, DL_ERUN, "%s: write failed: %s",
 					    strcmp(I->sink[s].path, "-") == 0 ? "stdout" : I->sink[s].path,
 					    strerror(errno));
 	return 0;

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,13 @@ static void log_json(struct run *R, const struct dl_epoch_report *e)
 		free(s);
 	}
 	json_decref(o);
+}
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
 }
 
 static void on_batch(void *user, const struct dl_batch_report *b)
@@ -545,8 +553,24 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		(c->progress < 0 && isatty(2) && tcgetpgrp(2) == getpgrp());
 	if (rc == 0)
 		rc = setup(&R, err);
-	if (rc == 0)
+	if (rc == 0) {
+		/* SIGINT or SIGTERM stops at the next step boundary (after a
+		 * checkpoint); the handler resets itself, so a second one ends
+		 * the process at once (output files are renamed into place
+		 * whole, so none is left half-written). */
+		struct sigaction sa, old_int, old_term;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_stop_signal;
+		sa.sa_flags = SA_RESETHAND;
+		sigemptyset(&sa.sa_mask);
+		stop_signal = 0;
+		R.t.stop = &stop_signal;
+		sigaction(SIGINT, &sa, &old_int);
+		sigaction(SIGTERM, &sa, &old_term);
 		rc = dl_trainer_run(&R.t, err);
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
+	}
 	if (rc == 0) {
 		const char *meta[] = {"format", "pt"};
 		rc = dl_model_save_weights(R.g, out, meta, 1, err);
