@@ -69,7 +69,7 @@ layers:
   - repeat: {times: 1000000, body: [relu]}
 YAML
 	run_dlrun summary "$tmp/m.yaml"
-	refused "m.yaml:3:21:" "from 1 to 100000"
+	refused "m.yaml:3:21:" "positive integer, at most 100000"
 }
 
 t_out_features() {

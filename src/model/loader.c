@@ -361,8 +361,8 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 		if (!times)
 			return lerr(L, val, "repeat: missing 'times'");
 		if (dl_yaml_int(times, &t) || t < 1 || t > 100000)
-			return lerr(L, times, "repeat: times must be an integer from 1 to "
-				    "100000, the most one repeat takes");
+			return lerr(L, times, "repeat: times must be a positive integer, "
+				    "at most 100000 (the most one repeat takes)");
 		if (!body == !use)
 			return lerr(L, val, "repeat: give exactly one of 'body' (a list of "
 				    "entries) or 'use' (a block name)");
@@ -1120,7 +1120,8 @@ static int check_depth(const char *path, const char *buf, size_t len,
 			depth--;
 		}
 		yaml_event_delete(&ev);
-		if (t == YAML_STREAM_END_EVENT)
+		/* the loader reads the first document only */
+		if (t == YAML_DOCUMENT_END_EVENT || t == YAML_STREAM_END_EVENT)
 			break;
 	}
 	yaml_parser_delete(&parser);
