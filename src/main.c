@@ -1,5 +1,6 @@
 /* dlrun: parses the verb, runs it, prints its error. Exit codes: 0 success,
  * 1 failure while running, 2 bad invocation or bad input. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +38,11 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	/* A closed pipe or a file-size limit makes write() fail with EPIPE or
+	 * EFBIG, which the verbs report, instead of killing the process
+	 * midway through a file. */
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN);
 	struct dl_error err = {0};
 	const char *names[16];
 	int n = 0;
@@ -46,7 +52,11 @@ int main(int argc, char **argv)
 			int rc = (*v)->run(argc - 1, argv + 1, &err);
 			if (rc == 0)
 				return 0;
+			if (rc == DL_EPIPE)
+				return 1;    /* as `head` closing a pipe: nothing to say */
 			fprintf(stderr, "dlrun: %s\n", err.msg[0] ? err.msg : "failed");
+			if (rc < DL_ESIGNAL)
+				return -rc;  /* 128 + the signal, as the shell reports it */
 			return rc == DL_EINPUT ? 2 : 1;
 		}
 	}

@@ -9,6 +9,9 @@ enum {
 	DL_OK = 0,
 	DL_ERUN = -1,   /* failure while running: I/O, out of memory (exit 1) */
 	DL_EINPUT = -2, /* bad invocation or bad input (exit 2) */
+	DL_EPIPE = -3,  /* the reader of stdout went away (exit 1, quietly) */
+	/* stopped by signal S at a safe point: DL_ESIGNAL - S (exit 128 + S) */
+	DL_ESIGNAL = -128,
 };
 
 struct dl_error {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "engine/graph.h"
@@ -139,7 +140,12 @@ static int bind_inputs(struct dl_graph *g, const struct dl_shape *in,
 		char want[256], got[256];
 		spec_str(s, want, sizeof want);
 		dl_shape_str(&in[i], got, sizeof got);
-		if (in[i].ndim != s->ndim + 1 || dl_shape_numel(&in[i]) < 0)
+		if (in[i].ndim == s->ndim + 1 && dl_shape_numel(&in[i]) < 0)
+			return dl_error_set(err, DL_EINPUT,
+				"input '%s' has shape %s: more than 2^40 elements, the "
+				"most a tensor may have (%s:%d:%d)",
+				s->name, got, g->file, s->line, s->col);
+		if (in[i].ndim != s->ndim + 1)
 			return dl_error_set(err, DL_EINPUT,
 				"input '%s' has shape %s; the model needs %s (%s:%d:%d)",
 				s->name, got, want, g->file, s->line, s->col);
@@ -286,38 +292,158 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
 
 /* ---- the memory plan ---- */
 
-struct block {
-	size_t off, size;
-	int item;
+/* The free gaps below the arena's top, a treap keyed by offset whose nodes
+ * carry their subtree's largest gap, so first fit (the lowest gap that
+ * holds a size) and the merges on release take O(log n). */
+struct gap {
+	size_t off, len, max;   /* max: the largest len in this subtree */
+	unsigned prio;
+	int l, r;               /* child indices, -1 for none */
 };
 
-/* First fit among the gaps between live blocks (kept sorted by offset). */
-static size_t place(struct block *live, int *n_live, int item, size_t size)
+struct gaps {
+	struct gap *g;
+	int n, cap, root, free_list;
+	unsigned seed;
+	size_t top;             /* the end of the highest live block */
+};
+
+static size_t gap_max(const struct gaps *s, int i)
 {
-	size_t off = 0;
-	int at = 0;
-	for (; at < *n_live; at++) {
-		if (live[at].off >= off + size)
-			break;
-		size_t end = live[at].off + live[at].size;
-		if (end > off)
-			off = end;
+	return i < 0 ? 0 : s->g[i].max;
+}
+
+static void gap_fix(struct gaps *s, int i)
+{
+	struct gap *x = &s->g[i];
+	size_t m = x->len, a = gap_max(s, x->l), b = gap_max(s, x->r);
+	x->max = m > a ? (m > b ? m : b) : (a > b ? a : b);
+}
+
+/* Splits t into keys < off (*a) and keys >= off (*b). */
+static void gap_split(struct gaps *s, int t, size_t off, int *a, int *b)
+{
+	if (t < 0) {
+		*a = *b = -1;
+		return;
 	}
-	memmove(&live[at + 1], &live[at], (size_t)(*n_live - at) * sizeof *live);
-	live[at] = (struct block){off, size, item};
-	(*n_live)++;
+	if (s->g[t].off < off) {
+		gap_split(s, s->g[t].r, off, &s->g[t].r, b);
+		*a = t;
+	} else {
+		gap_split(s, s->g[t].l, off, a, &s->g[t].l);
+		*b = t;
+	}
+	gap_fix(s, t);
+}
+
+static int gap_merge(struct gaps *s, int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	if (s->g[a].prio > s->g[b].prio) {
+		s->g[a].r = gap_merge(s, s->g[a].r, b);
+		gap_fix(s, a);
+		return a;
+	}
+	s->g[b].l = gap_merge(s, a, s->g[b].l);
+	gap_fix(s, b);
+	return b;
+}
+
+static void gap_insert(struct gaps *s, size_t off, size_t len)
+{
+	int i = s->free_list;
+	if (i >= 0) {
+		s->free_list = s->g[i].l;
+	} else {
+		i = s->n++;    /* the caller sized g for every gap there can be */
+	}
+	s->seed = s->seed * 1103515245u + 12345u;
+	s->g[i] = (struct gap){off, len, len, s->seed >> 8, -1, -1};
+	int a, b;
+	gap_split(s, s->root, off, &a, &b);
+	s->root = gap_merge(s, gap_merge(s, a, i), b);
+}
+
+/* Removes the gap at off, if any; returns its length, or 0. */
+static size_t gap_remove(struct gaps *s, size_t off)
+{
+	int a, b, c, d;
+	gap_split(s, s->root, off, &a, &b);
+	gap_split(s, b, off + 1, &c, &d);
+	size_t len = 0;
+	if (c >= 0) {   /* one gap at most starts at off */
+		len = s->g[c].len;
+		s->g[c].l = s->free_list;
+		s->free_list = c;
+	}
+	s->root = gap_merge(s, a, d);
+	return len;
+}
+
+/* The gap that ends exactly at off, if any: its offset in *at. */
+static int gap_ending_at(const struct gaps *s, size_t off, size_t *at)
+{
+	int t = s->root, best = -1;
+	while (t >= 0) {
+		if (s->g[t].off < off) {
+			best = t;
+			t = s->g[t].r;
+		} else {
+			t = s->g[t].l;
+		}
+	}
+	if (best < 0 || s->g[best].off + s->g[best].len != off)
+		return 0;
+	*at = s->g[best].off;
+	return 1;
+}
+
+/* First fit: the lowest gap of at least size bytes, else the top. */
+static size_t place(struct gaps *s, size_t size)
+{
+	if (size == 0)
+		return 0;
+	if (gap_max(s, s->root) >= size) {
+		int t = s->root;
+		for (;;) {
+			if (gap_max(s, s->g[t].l) >= size)
+				t = s->g[t].l;
+			else if (s->g[t].len >= size)
+				break;
+			else
+				t = s->g[t].r;
+		}
+		size_t off = s->g[t].off, len = s->g[t].len;
+		gap_remove(s, off);
+		if (len > size)
+			gap_insert(s, off + size, len - size);
+		return off;
+	}
+	size_t off = s->top;
+	s->top += size;
 	return off;
 }
 
-static void release(struct block *live, int *n_live, int item)
+/* Frees [off, off + size), merging it with the gaps on either side. */
+static void release(struct gaps *s, size_t off, size_t size)
 {
-	for (int i = 0; i < *n_live; i++)
-		if (live[i].item == item) {
-			memmove(&live[i], &live[i + 1],
-				(size_t)(*n_live - i - 1) * sizeof *live);
-			(*n_live)--;
-			return;
-		}
+	if (size == 0)
+		return;
+	size_t start = off, end = off + size, before;
+	if (gap_ending_at(s, off, &before)) {
+		gap_remove(s, before);
+		start = before;
+	}
+	if (end == s->top) {
+		s->top = start;
+		return;
+	}
+	end += gap_remove(s, end);
+	gap_insert(s, start, end - start);
 }
 
 /* Lifetimes of every activation (and, training, its gradient) in steps:
@@ -380,47 +506,73 @@ static int item_start(const struct dl_graph *g, int it, int train)
 
 /* The arena: items (activation v is item 2v, its gradient 2v + 1) are
  * placed at their first step and released after their last, so buffers
- * whose lifetimes do not meet share memory. Returns the arena's size. */
+ * whose lifetimes do not meet share memory. Items are bucketed by the step
+ * they start and by the step they are released (counting sorts), and the
+ * gaps are a treap: O(n log n) in the number of items. Returns the
+ * arena's size. */
 static int layout(struct dl_graph *g, int train, size_t *top, struct dl_error *err)
 {
 	int steps = 2 * g->n_nodes + 2, n_items = 2 * g->n_values;
-	struct block *live = malloc((size_t)(n_items + 1) * sizeof *live);
 	int *order = malloc((size_t)(n_items + 1) * sizeof *order);
+	int *ends = malloc((size_t)(n_items + 1) * sizeof *ends);
 	int *first = calloc((size_t)steps + 1, sizeof *first);
-	if (!live || !order || !first) {
-		free(live);
+	int *last = calloc((size_t)steps + 1, sizeof *last);
+	int *fill = calloc((size_t)steps + 1, sizeof *fill);
+	struct gaps s = {.n = 0, .root = -1, .free_list = -1, .seed = 1};
+	s.g = malloc((size_t)(n_items + 2) * sizeof *s.g);
+	if (!order || !ends || !first || !last || !fill || !s.g) {
 		free(order);
+		free(ends);
 		free(first);
+		free(last);
+		free(fill);
+		free(s.g);
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	}
-	/* items bucketed by start step (counting sort) */
+	/* items bucketed by start step and by release step: an item is
+	 * released at the end of step max(start, end), after what starts
+	 * there was placed */
 	for (int it = 0; it < n_items; it++) {
 		int start = item_start(g, it, train);
-		if (start >= 0)
-			first[start + 1]++;
+		if (start < 0)
+			continue;
+		const struct dl_value *x = &g->values[it / 2];
+		int end = it % 2 ? x->g1 : x->t1;
+		first[start + 1]++;
+		if (end < start)
+			end = start;
+		if (end < steps)
+			last[end + 1]++;
 	}
-	for (int st = 0; st < steps; st++)
+	for (int st = 0; st < steps; st++) {
 		first[st + 1] += first[st];
-	int *fill = calloc((size_t)steps, sizeof *fill);
-	if (!fill) {
-		free(live);
-		free(order);
-		free(first);
-		return dl_error_set(err, DL_ERUN, "out of memory");
+		last[st + 1] += last[st];
 	}
 	for (int it = 0; it < n_items; it++) {
 		int start = item_start(g, it, train);
-		if (start >= 0)
-			order[first[start] + fill[start]++] = it;
+		if (start < 0)
+			continue;
+		order[first[start] + fill[start]++] = it;
 	}
-	int n_live = 0;
+	memset(fill, 0, (size_t)(steps + 1) * sizeof *fill);
+	for (int it = 0; it < n_items; it++) {
+		int start = item_start(g, it, train);
+		if (start < 0)
+			continue;
+		const struct dl_value *x = &g->values[it / 2];
+		int end = it % 2 ? x->g1 : x->t1;
+		if (end < start)
+			end = start;
+		if (end < steps)
+			ends[last[end] + fill[end]++] = it;
+	}
 	size_t bytes = 0, peak = 0;
 	*top = 0;
 	for (int st = 0; st < steps; st++) {
 		for (int j = first[st]; j < first[st + 1]; j++) {
 			int it = order[j];
 			struct dl_value *x = &g->values[it / 2];
-			size_t off = place(live, &n_live, it, x->bytes);
+			size_t off = place(&s, x->bytes);
 			if (it % 2)
 				x->goffset = off;
 			else
@@ -431,21 +583,20 @@ static int layout(struct dl_graph *g, int train, size_t *top, struct dl_error *e
 			if (bytes > peak)
 				peak = bytes;
 		}
-		/* release what ends here (after what starts here was placed) */
-		for (int i = n_live - 1; i >= 0; i--) {
-			int it = live[i].item;
+		for (int j = last[st]; j < last[st + 1]; j++) {
+			int it = ends[j];
 			const struct dl_value *x = &g->values[it / 2];
-			if ((it % 2 ? x->g1 : x->t1) <= st) {
-				bytes -= x->bytes;
-				release(live, &n_live, it);
-			}
+			bytes -= x->bytes;
+			release(&s, it % 2 ? x->goffset : x->offset, x->bytes);
 		}
 	}
 	g->act_bytes = peak;
-	free(live);
 	free(order);
+	free(ends);
 	free(first);
+	free(last);
 	free(fill);
+	free(s.g);
 	return 0;
 }
 
@@ -483,6 +634,69 @@ int dl_graph_layout(struct dl_graph *g, int train, size_t *arena_bytes,
 	return layout(g, train, arena_bytes, err);
 }
 
+static size_t max_memory;
+
+void dl_set_max_memory(size_t bytes)
+{
+	max_memory = bytes;
+}
+
+static size_t physical_memory(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || page <= 0)
+		return (size_t)4 << 30;
+	return (size_t)pages * (size_t)page;
+}
+
+size_t dl_max_memory(void)
+{
+	return max_memory ? max_memory : physical_memory() / 5 * 4;
+}
+
+/* b bytes for a message: "512 B", "3.2 KiB", "1.5 GiB". */
+static const char *human(double b, char *buf, size_t size)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	int u = 0;
+	while (b >= 1024 && u < 5) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+	return buf;
+}
+
+/* The plan's memory against dl_max_memory(), before anything is
+ * allocated for it. */
+static int check_memory(const struct dl_graph *g, int train, size_t top,
+			size_t ws, struct dl_error *err)
+{
+	size_t weights = g->n_param_floats * sizeof(float), saved = 0;
+	for (int i = 0; train && i < g->n_nodes; i++)
+		saved += align_up(g->nodes[i].saved_bytes);
+	double total = (double)weights * (train ? 2 : 1) + (double)top + (double)ws +
+		       (double)saved;
+	size_t max = dl_max_memory();
+	if (total <= (double)max)
+		return 0;
+	char lim[128], h[6][32];
+	if (max_memory)
+		snprintf(lim, sizeof lim, "--max-memory is %s",
+			 human((double)max, h[0], sizeof h[0]));
+	else
+		snprintf(lim, sizeof lim, "the default --max-memory is %s (80%% of the "
+			 "%s of physical memory)", human((double)max, h[0], sizeof h[0]),
+			 human((double)physical_memory(), h[1], sizeof h[1]));
+	return dl_error_set(err, DL_ERUN, "%s: the plan needs %s (%s weights%s, %s "
+		"activations, %s workspace, %s saved for backward) but %s; lower "
+		"--batch-size or raise --max-memory", g->file,
+		human(total, h[2], sizeof h[2]), human((double)weights, h[3], sizeof h[3]),
+		train ? " and gradients" : "", human((double)top, h[4], sizeof h[4]),
+		human((double)ws, h[5], sizeof h[5]), human((double)saved, h[0], sizeof h[0]),
+		lim);
+}
+
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
@@ -502,6 +716,8 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 		if (g->nodes[i].n_in > max_in)
 			max_in = g->nodes[i].n_in;
 	}
+	if ((rc = check_memory(g, train, top, ws, err)) != 0)
+		return rc;
 	if (top + ALIGN > g->arena_cap) {
 		free(g->arena);
 		g->arena_cap = top + ALIGN;

@@ -159,6 +159,12 @@ int dl_graph_infer(struct dl_graph *g, const struct dl_shape *in,
  * keeps an activation until the last backward that reads it (see the
  * DL_OP_BWD_* flags). */
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err);
+/* The most memory a plan may need (weights, their gradients when
+ * training, activations, workspace and saved state), checked by
+ * dl_graph_plan before it allocates; 0 restores the default, 80% of the
+ * physical memory. Process-wide, as the thread count. */
+void dl_set_max_memory(size_t bytes);
+size_t dl_max_memory(void);
 /* The activation layout alone, for the current shapes (after inference):
  * sets every value's bytes, lifetimes and offset (and, train, gradient
  * offset) as dl_graph_plan does, and the arena size in *arena_bytes, but

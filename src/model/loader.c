@@ -13,6 +13,12 @@
 #include "ops/registry.h"
 
 #define MAX_NESTING 64
+/* Limits on what a small file can make dlrun build (documented in
+ * dlrun-model(5)): entries after repeats and aliases are expanded, and the
+ * nesting depth and size of the YAML text itself. */
+#define MAX_ENTRIES 250000
+#define MAX_YAML_DEPTH 256
+#define MAX_MODEL_BYTES ((size_t)64 << 20)
 
 /* Names visible to `in:`: this list's, then the enclosing lists'. */
 struct names {
@@ -63,6 +69,7 @@ struct loader {
 	struct dl_graph *g;
 	int caps_nodes, caps_values, caps_rows;
 	int in_sub;               /* building an op's list of entries */
+	long entries;             /* built so far, against MAX_ENTRIES */
 	struct dl_error *err;
 };
 
@@ -594,7 +601,8 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 		if (!times)
 			return lerr(L, val, "repeat: missing 'times'");
 		if (dl_yaml_int(times, &t) || t < 1 || t > 100000)
-			return lerr(L, times, "repeat: times must be a positive integer");
+			return lerr(L, times, "repeat: times must be a positive integer, "
+				    "at most 100000 (the most one repeat takes)");
 		if (!body == !use)
 			return lerr(L, val, "repeat: give exactly one of 'body' (a list of "
 				    "entries) or 'use' (a block name)");
@@ -611,6 +619,7 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 					    "inside an op's list of entries");
 		}
 		int cur = input, first0 = L->g->n_nodes, count0 = 0;
+		long before = L->entries;
 		for (int64_t i = 0; i < t; i++) {
 			int first = L->g->n_nodes;
 			char sub[512], own[32];
@@ -626,6 +635,13 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 			}
 			if (cur < 0)
 				return cur;
+			/* every copy adds as many entries as the first: refuse now
+			 * rather than after building MAX_ENTRIES of them */
+			if (i == 0 && (L->entries - before) * t > MAX_ENTRIES - before)
+				return lerr(L, times, "the model expands to more than %d "
+					    "entries (the counts of nested repeats multiply, "
+					    "and aliases are copied), the most dlrun builds",
+					    MAX_ENTRIES);
 			if (!shared)
 				continue;
 			/* copy i runs copy 0's nodes again with copy 0's tensors */
@@ -859,6 +875,10 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 			return rc;
 	}
 
+	if (++L->entries > MAX_ENTRIES)
+		return lerr(L, key, "the model expands to more than %d entries (the "
+			    "counts of nested repeats multiply, and aliases are "
+			    "copied), the most dlrun builds", MAX_ENTRIES);
 	int row = new_row(L, scope, own, NULL, depth);
 	if (row < 0)
 		return row;
@@ -1469,6 +1489,95 @@ static int build_sub_nodes(struct dl_node *n, const struct dl_sub_node *spec,
 	return 0;
 }
 
+/* Reads all of f (at most MAX_MODEL_BYTES) into *buf, NUL-terminated;
+ * the caller frees *buf. */
+static int read_model(FILE *f, const char *path, char **buf, size_t *len,
+		      struct dl_error *err)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap + 1);
+	if (!b)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (;;) {
+		if (n == cap) {
+			if (cap >= MAX_MODEL_BYTES) {
+				free(b);
+				return dl_error_set(err, DL_EINPUT, "%s: the model file is "
+					"larger than %zu MiB, the most dlrun reads (weights "
+					"belong in a .safetensors file)", path, MAX_MODEL_BYTES >> 20);
+			}
+			cap *= 2;
+			char *q = realloc(b, cap + 1);
+			if (!q) {
+				free(b);
+				return dl_error_set(err, DL_ERUN, "out of memory");
+			}
+			b = q;
+		}
+		size_t got = fread(b + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(f)) {
+		free(b);
+		return dl_error_set(err, DL_EINPUT, "%s: cannot read the model file: %s",
+				    path, strerror(errno));
+	}
+	b[n] = 0;
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+static int yaml_problem(yaml_parser_t *parser, const char *path, struct dl_error *err)
+{
+	const yaml_mark_t *m = parser->problem ? &parser->problem_mark : &parser->mark;
+	return dl_error_set(err, DL_EINPUT, "%s:%d:%d: malformed YAML: %s%s%s",
+			    path, (int)m->line + 1, (int)m->column + 1,
+			    parser->problem ? parser->problem : "unreadable",
+			    parser->context ? " " : "",
+			    parser->context ? parser->context : "");
+}
+
+/* A first pass over libyaml's events that refuses collections nested
+ * deeper than MAX_YAML_DEPTH as soon as it meets one, before the document
+ * (and libyaml's work, which grows faster than the depth) is built. */
+static int check_depth(const char *path, const char *buf, size_t len,
+		       struct dl_error *err)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	int depth = 0, rc = 0;
+	yaml_parser_initialize(&parser);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+	for (;;) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			rc = yaml_problem(&parser, path, err);
+			break;
+		}
+		yaml_event_type_t t = ev.type;
+		if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+			if (++depth > MAX_YAML_DEPTH) {
+				rc = dl_error_set(err, DL_EINPUT, "%s:%d:%d: YAML nested more "
+					"than %d deep, the most dlrun reads", path,
+					(int)ev.start_mark.line + 1,
+					(int)ev.start_mark.column + 1, MAX_YAML_DEPTH);
+				yaml_event_delete(&ev);
+				break;
+			}
+		} else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+			depth--;
+		}
+		yaml_event_delete(&ev);
+		/* the loader reads the first document only */
+		if (t == YAML_DOCUMENT_END_EVENT || t == YAML_STREAM_END_EVENT)
+			break;
+	}
+	yaml_parser_delete(&parser);
+	return rc;
+}
+
 int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err)
 {
 	*out = NULL;
@@ -1476,37 +1585,47 @@ int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err)
 	if (!f)
 		return dl_error_set(err, DL_EINPUT, "%s: cannot open the model file: %s",
 				    path, strerror(errno));
+	char *buf = NULL;
+	size_t len = 0;
+	int rc = read_model(f, path, &buf, &len, err);
+	if (f != stdin)
+		fclose(f);
+	if (rc)
+		return rc;
+	rc = dl_model_load_buffer(out, path, buf, len, err);
+	free(buf);
+	return rc;
+}
+
+int dl_model_load_buffer(struct dl_graph **out, const char *path,
+			 const char *buf, size_t len, struct dl_error *err)
+{
+	*out = NULL;
+	if (len > MAX_MODEL_BYTES)
+		return dl_error_set(err, DL_EINPUT, "%s: the model file is larger "
+			"than %zu MiB, the most dlrun reads (weights belong in a "
+			".safetensors file)", path, MAX_MODEL_BYTES >> 20);
+	int rc = check_depth(path, buf, len, err);
+	if (rc)
+		return rc;
 	struct loader L;
 	memset(&L, 0, sizeof L);
 	L.file = path;
 	L.err = err;
 	L.g = calloc(1, sizeof *L.g);
-	if (!L.g) {
-		if (f != stdin)
-			fclose(f);
+	if (!L.g)
 		return dl_error_set(err, DL_ERUN, "out of memory");
-	}
 	L.g->file = xstrdup(path);
 	yaml_parser_t parser;
 	yaml_parser_initialize(&parser);
-	yaml_parser_set_input_file(&parser, f);
-	int rc;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&parser, &L.doc)) {
-		const yaml_mark_t *m = parser.problem ? &parser.problem_mark : &parser.mark;
-		rc = dl_error_set(err, DL_EINPUT, "%s:%d:%d: malformed YAML: %s%s%s",
-				  path, (int)m->line + 1, (int)m->column + 1,
-				  parser.problem ? parser.problem : "unreadable",
-				  parser.context ? " " : "",
-				  parser.context ? parser.context : "");
+		rc = yaml_problem(&parser, path, err);
 		yaml_parser_delete(&parser);
-		if (f != stdin)
-			fclose(f);
 		dl_graph_free(L.g);
 		return rc;
 	}
 	yaml_parser_delete(&parser);
-	if (f != stdin)
-		fclose(f);
 	rc = parse(&L);
 	yaml_document_delete(&L.doc);
 	if (rc) {

@@ -4,6 +4,7 @@
 #ifndef DL_MODEL_H
 #define DL_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/error.h"
@@ -15,6 +16,10 @@
  * runs at once for a batch of one, so shape errors and the parameter list
  * are known before any data is read. */
 int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err);
+/* The same from the len bytes of a model file held in memory; path names
+ * it in messages and resolves its relative weights: path. */
+int dl_model_load_buffer(struct dl_graph **out, const char *path,
+			 const char *buf, size_t len, struct dl_error *err);
 
 /* A training default from the model's `train:` mapping, as text ("64",
  * "0.9,0.99" for a list), or NULL; *line and *col (may be NULL) get its

@@ -83,7 +83,12 @@ static int linear_infer(struct dl_node *n, const struct dl_shape *in,
 			"the input %s has no features in its last dimension",
 			dl_shape_str(x, s, sizeof s));
 	int64_t M = dl_shape_prod(x, 0, x->ndim - 1);
-	if (I > INT_MAX || O > INT_MAX || M > INT_MAX ||
+	if (O > INT_MAX || (double)O * (double)I > (double)DL_MAX_NUMEL)
+		return dl_node_error(err, n, LIN_OUT,
+			"out_features %lld is too large (the weight [%lld, %lld] must "
+			"have fewer than 2^31 rows and at most 2^40 elements)",
+			(long long)O, (long long)O, (long long)I);
+	if (I > INT_MAX || M > INT_MAX ||
 	    (double)M * (double)(I > O ? I : O) > (double)DL_MAX_NUMEL)
 		return dl_node_error(err, n, -1, "the input %s is too large",
 				     dl_shape_str(x, s, sizeof s));

@@ -2,6 +2,7 @@
  * (seed, epoch), so a run resumed from a checkpoint continues exactly; one
  * dl_train_step per batch; validation after each epoch. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -109,6 +110,34 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 	return 0;
 }
 
+/* A signal asked the run to stop after the step just taken: the
+ * checkpoint of this point (unless it was just written), then the error. */
+static int stopped(struct dl_trainer *t, int64_t nb, struct dl_error *err)
+{
+	int sig = (int)*t->stop;
+	const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+	if (!t->checkpoint)
+		return dl_error_set(err, DL_ESIGNAL - sig, "train: stopped by %s after "
+				    "step %lld; nothing written (--checkpoint PATH "
+				    "--checkpoint-every N keeps the progress)", name,
+				    (long long)t->pos.step);
+	if (t->ckpt_every <= 0 || t->pos.step % t->ckpt_every != 0) {
+		struct dl_train_pos p = t->pos;
+		p.batch++;
+		if (p.batch == nb) {
+			p.batch = 0;
+			p.epoch++;
+		}
+		int rc = dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err);
+		if (rc)
+			return rc;
+	}
+	return dl_error_set(err, DL_ESIGNAL - sig, "train: stopped by %s after step "
+			    "%lld; checkpoint written to %s (continue with --resume %s "
+			    "and the same other flags)", name, (long long)t->pos.step,
+			    t->checkpoint, t->checkpoint);
+}
+
 int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 {
 	struct dl_ctx ctx = {.train = 1, .rng = &t->pos.rng, .threads = dl_threads()};
@@ -167,6 +196,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				if ((rc = dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err)) != 0)
 					return rc;
 			}
+			if (t->stop && *t->stop)
+				return stopped(t, nb, err);
 		}
 		struct dl_epoch_report r = {t->pos.epoch + 1, t->pos.step,
 					    seen ? sum / (double)seen : NAN, lr, 0, NAN, 0, NAN};

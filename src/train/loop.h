@@ -4,6 +4,7 @@
 #ifndef DL_LOOP_H
 #define DL_LOOP_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "train/checkpoint.h"
@@ -44,6 +45,10 @@ struct dl_trainer {
 	void (*on_batch)(void *user, const struct dl_batch_report *r);
 	void (*on_epoch)(void *user, const struct dl_epoch_report *r);
 	void *user;
+	/* Set (to a signal number) by the caller's signal handler: the run
+	 * stops after the current step, writes a checkpoint when it has a
+	 * checkpoint path, and returns DL_ESIGNAL - the signal. NULL: never. */
+	volatile sig_atomic_t *stop;
 
 	/* the run's state */
 	struct dl_optim opt;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "engine/gemm.h"
+#include "engine/graph.h"
 #include "engine/threads.h"
 #include "model/yamlutil.h"
 #include "verbs/verbs.h"
@@ -42,6 +43,28 @@ int verb_threads(const char *verb, const char *s, struct dl_error *err)
 	if (s && verb_int(verb, "--threads", s, 1, 1024, &n, err))
 		return DL_EINPUT;
 	dl_set_threads((int)n);
+	return 0;
+}
+
+int verb_max_memory(const char *verb, const char *s, struct dl_error *err)
+{
+	if (!s)
+		return 0;
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	double unit = 1;
+	switch (*end) {
+	case 'k': case 'K': unit = 1024.0; end++; break;
+	case 'm': case 'M': unit = 1024.0 * 1024; end++; break;
+	case 'g': case 'G': unit = 1024.0 * 1024 * 1024; end++; break;
+	case 't': case 'T': unit = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	}
+	if (end == s || *end || errno || !(v > 0) || v * unit > 1e18)
+		return dl_error_set(err, DL_EINPUT, "%s: --max-memory takes a positive "
+				    "size in bytes with an optional K, M, G or T suffix "
+				    "(e.g. 512M), got '%s'", verb, s);
+	dl_set_max_memory((size_t)(v * unit));
 	return 0;
 }
 

@@ -359,12 +359,16 @@ static int write_outputs(struct infer *I, struct dl_error *err)
 			struct dl_tensor t = {I->out_shape[k], I->out_data[k]};
 			rc = dl_npy_write(s->out.f, name, &t, err);
 		}
+		if (rc && errno == EPIPE && s->out.f == stdout)
+			return err->code = DL_EPIPE;
 		if (rc)
 			return rc;
 	}
 	for (int s = 0; s < I->n_sink; s++)
 		if (fflush(I->sink[s].out.f) != 0)
-			return dl_error_set(err, DL_ERUN, "%s: write failed: %s",
+			return errno == EPIPE && I->sink[s].out.f == stdout
+				? (err->code = DL_EPIPE)
+				: dl_error_set(err, DL_ERUN, "%s: write failed: %s",
 					    strcmp(I->sink[s].path, "-") == 0 ? "stdout" : I->sink[s].path,
 					    strerror(errno));
 	return 0;
@@ -549,6 +553,7 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		{"batch-size", required_argument, NULL, 'b'},
 		{"threads", required_argument, NULL, 't'},
 		{"ignore-extra", no_argument, NULL, 'X'},
+		{"max-memory", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -557,7 +562,7 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 	char **ins = calloc((size_t)argc + 1, sizeof *ins);
 	char **outs = calloc((size_t)argc + 1, sizeof *outs);
 	int n_ins = 0, n_outs = 0, rc = 0;
-	const char *threads = NULL, *model = NULL;
+	const char *threads = NULL, *model = NULL, *max_memory = NULL;
 	if (!ins || !outs) {
 		free(ins);
 		free(outs);
@@ -595,6 +600,9 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		case 't':
 			threads = optarg;
 			break;
+		case 'M':
+			max_memory = optarg;
+			break;
 		case 'h':
 			verb_usage(&verb_infer);
 			free(ins);
@@ -608,6 +616,8 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		rc = verb_model_arg("infer", argc, argv, &model, err);
 	if (rc == 0)
 		rc = verb_threads("infer", threads, err);
+	if (rc == 0)
+		rc = verb_max_memory("infer", max_memory, err);
 	if (rc == 0)
 		rc = dl_model_load(&I.g, model, err);
 	if (rc) {
@@ -662,6 +672,7 @@ const struct verb verb_infer = {
 	"                         per line, grouped into steps of --batch-size\n"
 	"  -b, --batch-size N     compute in chunks of N samples (same results)\n"
 	"  -t, --threads N        BLAS and op threads (default: all cores)\n"
+	"      --max-memory SIZE  refuse a plan needing more (default: 80% of RAM)\n"
 	"  -h, --help             this help\n",
 	infer_main,
 };

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ struct cfg {
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
 	int shuffle, progress;
 	int ignore_extra;           /* --ignore-extra */
-	const char *w, *out, *checkpoint, *resume, *log, *threads;
+	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
 	const char *loss_output;       /* output the loss applies to, or NULL */
 	char loss_output_where[512];   /* where it was given, for messages */
 	char loss_output_shown[64];
@@ -93,6 +94,7 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	STR(resume, "resume")
 	STR(log, "log")
 	STR(threads, "threads")
+	STR(max_memory, "max-memory")
 #undef NUM
 #undef INT
 #undef STR
@@ -212,6 +214,13 @@ static void log_json(struct run *R, const struct dl_epoch_report *e)
 		free(s);
 	}
 	json_decref(o);
+}
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
 }
 
 static void on_batch(void *user, const struct dl_batch_report *b)
@@ -472,6 +481,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"checkpoint", required_argument, NULL, 0}, {"checkpoint-every", required_argument, NULL, 0},
 		{"resume", required_argument, NULL, 0}, {"log", required_argument, NULL, 0},
 		{"threads", required_argument, NULL, 0}, {"progress", no_argument, NULL, 'P'},
+		{"max-memory", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'}, {"ignore-extra", no_argument, NULL, 'X'},
 		{NULL, 0, NULL, 0},
@@ -536,6 +546,8 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		rc = dl_error_set(err, DL_EINPUT, "train: --checkpoint needs --checkpoint-every STEPS");
 	if (rc == 0)
 		rc = verb_threads("train", c->threads, err);
+	if (rc == 0)
+		rc = verb_max_memory("train", c->max_memory, err);
 	char *out = NULL;
 	if (rc == 0) {
 		out = c->out ? strdup(c->out) : dl_model_default_weights(R.g);
@@ -546,8 +558,24 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		(c->progress < 0 && isatty(2) && tcgetpgrp(2) == getpgrp());
 	if (rc == 0)
 		rc = setup(&R, err);
-	if (rc == 0)
+	if (rc == 0) {
+		/* SIGINT or SIGTERM stops at the next step boundary (after a
+		 * checkpoint); the handler resets itself, so a second one ends
+		 * the process at once (output files are renamed into place
+		 * whole, so none is left half-written). */
+		struct sigaction sa, old_int, old_term;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_stop_signal;
+		sa.sa_flags = SA_RESETHAND;
+		sigemptyset(&sa.sa_mask);
+		stop_signal = 0;
+		R.t.stop = &stop_signal;
+		sigaction(SIGINT, &sa, &old_int);
+		sigaction(SIGTERM, &sa, &old_term);
 		rc = dl_trainer_run(&R.t, err);
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGTERM, &old_term, NULL);
+	}
 	if (rc == 0) {
 		const char *meta[] = {"format", "pt"};
 		rc = dl_model_save_weights(R.g, out, meta, 1, err);
@@ -589,6 +617,7 @@ const struct verb verb_train = {
 	"          --checkpoint PATH --checkpoint-every STEPS, --resume PATH\n"
 	"          --log PATH (JSON lines, one per epoch)\n"
 	"Other:    --threads N, --progress | --no-progress | -q\n"
+	"          --max-memory SIZE (refuse a bigger plan; default 80% of RAM)\n"
 	"\n"
 	"The model's train: mapping gives defaults under the same names with\n"
 	"underscores (batch_size: 64); flags override it.\n",

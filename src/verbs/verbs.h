@@ -27,6 +27,9 @@ int verb_int(const char *verb, const char *opt, const char *s, long long min,
 	     long long max, long long *out, struct dl_error *err);
 /* The --threads value; sets BLAS and op threads. */
 int verb_threads(const char *verb, const char *s, struct dl_error *err);
+/* --max-memory SIZE (bytes, or with a K, M, G or T suffix): sets
+ * dl_set_max_memory; NULL leaves the default. */
+int verb_max_memory(const char *verb, const char *s, struct dl_error *err);
 /* Exactly one MODEL operand after the options. */
 int verb_model_arg(const char *verb, int argc, char **argv,
 		   const char **model, struct dl_error *err);

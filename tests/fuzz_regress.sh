@@ -1,0 +1,68 @@
+#!/bin/sh
+# Replays the fuzz seed corpora (tests/fuzz/corpus/<target>/) and the inputs
+# that once crashed, hung or leaked (tests/fuzz/regress/<target>/) through
+# the normal dlrun binary, printing TAP: each ends within its time with
+# status 0, 1 or 2 (never a signal, never a sanitizer's or valgrind's
+# report), and a failure is one 'dlrun: ' line.
+#
+# Environment: see tests/lib.sh.
+
+# shellcheck source=tests/lib.sh
+. "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+
+fz=$srcdir/tests/fuzz
+d=$tmp/fz
+mkdir "$d"
+# the small model of tests/fuzz/fuzz_infer.c
+cat >"$d/m.yaml" <<'YAML'
+inputs: {x: {shape: [2, 6]}}
+layers:
+  - conv1d: {out_channels: 3, kernel_size: 3, padding: 1}
+  - flatten
+  - linear: {out_features: 4}
+  - softmax: {dim: -1}
+YAML
+"$DLRUN" init "$d/m.yaml" -o "$d/m.safetensors" >/dev/null 2>&1 ||
+	echo "Bail out! dlrun init failed"
+cat >"$d/any.yaml" <<'YAML'
+inputs: {x: {shape: [N]}}
+layers:
+  - relu
+YAML
+
+# clean: the last run ended by itself with 0, 1 or 2, and a failure said
+# one line
+clean() {
+	case $rc in
+	0) ;;
+	1 | 2) expect_one_error_line ;;
+	*) fail "exit code $rc (a signal, a timeout or a sanitizer)" ;;
+	esac
+}
+
+# replay TARGET FILE
+replay() {
+	case $1 in
+	model) run_dlrun summary "$2" ;;
+	npy) run_dlrun infer "$d/any.yaml" -o "$d/out.npy" <"$2" ;;
+	text) run_dlrun infer "$d/m.yaml" --format text -o "$d/out.txt" <"$2" ;;
+	safetensors) run_dlrun infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
+	npz) run_dlrun train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
+	infer)
+		if [ "$(head -c 1 "$2" | od -An -tu1 | tr -d ' ')" = 147 ]; then
+			run_dlrun infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
+		else
+			run_dlrun infer "$d/m.yaml" --format text --batch-size 3 \
+				-o "$d/out.txt" <"$2"
+		fi ;;
+	esac
+	clean
+}
+
+for target in model npy text safetensors npz infer; do
+	for f in "$fz/corpus/$target"/* "$fz/regress/$target"/*; do
+		[ -f "$f" ] || continue
+		check "$target: ${f#"$fz"/}" replay "$target" "$f"
+	done
+done
+done_testing
