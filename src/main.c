@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "train/dist.h"
 #include "verbs/verbs.h"
 
 static const struct verb *const verbs[] = {
@@ -28,7 +29,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-		printf("dlrun %s\n", PACKAGE_VERSION);
+		printf("dlrun %s (MPI: %s)\n", PACKAGE_VERSION, dl_dist_built() ? "yes" : "no");
 		return 0;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

@@ -8,6 +8,7 @@
 
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/dist.h"
 #include "train/step.h"
 
 /* After each step (for a progress bar). */
@@ -44,6 +45,8 @@ struct dl_trainer {
 	void (*on_batch)(void *user, const struct dl_batch_report *r);
 	void (*on_epoch)(void *user, const struct dl_epoch_report *r);
 	void *user;
+	struct dl_dist *dist;             /* data-parallel (train/dist.h), or
+	                                   * NULL: one process */
 
 	/* the run's state */
 	struct dl_optim opt;
