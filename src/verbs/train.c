@@ -181,6 +181,7 @@ struct run {
 	struct dl_dist dist;   /* data-parallel over MPI; size 1: one process */
 	FILE *log;
 	char *paths[4];        /* data paths with {rank} replaced */
+	char threads[24];      /* the default --threads under mpirun */
 	int tty;
 	double last_draw;
 };
@@ -494,6 +495,13 @@ static int dist_setup(struct run *R, struct dl_error *err)
 	if (d->size < 2)
 		return 0;
 	long long k = d->size;
+	/* the machine's processors shared by its processes of the job */
+	const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	long nproc = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
+	if (!c->threads && local > 1 && nproc > 0) {
+		snprintf(R->threads, sizeof R->threads, "%ld", nproc / local > 1 ? nproc / local : 1);
+		c->threads = R->threads;
+	}
 	if (c->batch % k != 0) {
 		long long lo = c->batch / k * k, hi = lo + k;
 		if (lo > 0)
