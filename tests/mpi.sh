@@ -246,6 +246,19 @@ t_batch() {
 }
 check "--batch-size 32 with 3 processes: exit 2, naming 30 and 33" t_batch
 
+t_nonfinite() {
+	mpi 2 train "$models/digits-mlp.yaml" --data "$digits" --batch-size 30 --threads 1 -q \
+		--optimizer sgd --lr 1e30 --checkpoint "$tmp/nan-ck.st" --checkpoint-every 1000 \
+		-o "$tmp/never.st"
+	expect_rc 1
+	grep -E '^dlrun: rank [01]: .*non-finite' "$tmp/stderr" >/dev/null ||
+		fail "no 'dlrun: rank R: ... non-finite' line"
+	[ -e "$tmp/never.st" ] && fail "-o written"
+	[ -e "$tmp/nan-ck.st" ] && fail "a checkpoint written"
+	return 0
+}
+check "a loss that is not finite: exit 1, a line naming the rank" t_nonfinite
+
 # ---- resume with another number of processes ----
 
 t_resume() {
