@@ -168,7 +168,13 @@ int dl_dist_reduce_grads(struct dl_dist *d, float *grad, size_t n, double *loss,
 	for (size_t i = 0; i < n; i++)
 		grad[i] *= w;
 	double t0 = now();
-	int rc = MPI_Allreduce(MPI_IN_PLACE, grad, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+	int rc = MPI_SUCCESS;
+	/* MPI counts are ints: a model of more than 2^30 floats goes in pieces */
+	for (size_t at = 0; rc == MPI_SUCCESS && at < n; at += (size_t)1 << 30) {
+		size_t len = n - at < ((size_t)1 << 30) ? n - at : (size_t)1 << 30;
+		rc = MPI_Allreduce(MPI_IN_PLACE, grad + at, (int)len, MPI_FLOAT, MPI_SUM,
+				   MPI_COMM_WORLD);
+	}
 	d->allreduce_s += now() - t0;
 	d->allreduce_calls++;
 	if (rc != MPI_SUCCESS)
