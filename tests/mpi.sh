@@ -245,7 +245,9 @@ t_batch() {
 	mpi 3 train "$models/digits-mlp.yaml" --data "$digits" --batch-size 32 -q \
 		-o "$tmp/never.st"
 	expect_rc 2
-	expect_stderr_has "does not divide among 3 processes; 30 or 33 would"
+	expect_stderr_has "dlrun: rank 0: train: --batch-size 32 (the global batch) does not divide among 3 processes; 30 or 33 would"
+	[ "$(grep -c '^dlrun: ' "$tmp/stderr")" -eq 1 ] ||
+		fail "not exactly one 'dlrun: ' line (rank 0 alone says what every rank found)"
 	[ -e "$tmp/never.st" ] && fail "-o written"
 	return 0
 }

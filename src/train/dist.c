@@ -124,6 +124,20 @@ void dl_dist_abort(struct dl_dist *d, int code)
 #endif
 }
 
+void dl_dist_wait_abort(struct dl_dist *d)
+{
+#ifdef HAVE_MPI
+	if (d && d->active && d->size > 1) {
+		/* rank 0 never comes: its MPI_Abort ends this process; should it
+		 * somehow come, end the job all the same */
+		MPI_Barrier(MPI_COMM_WORLD);
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+#else
+	(void)d;
+#endif
+}
+
 void dl_dist_set_shard(struct dl_dist *d, int64_t b)
 {
 	if (d->local_data) {

@@ -34,6 +34,9 @@ void dl_dist_close(struct dl_dist *d);
 /* Ends every process of the job with `code` (MPI_Abort); returns only in a
  * one-process run. */
 void dl_dist_abort(struct dl_dist *d, int code);
+/* Waits for rank 0 to end the job (an error every process found alike,
+ * which rank 0 alone reports); returns only in a one-process run. */
+void dl_dist_wait_abort(struct dl_dist *d);
 /* Sets d->shard for a global batch of b samples: the ranks take
  * consecutive runs of b / size samples, the first b % size ranks one more.
  * With local_data, b is this process's batch of its own data, all of it

@@ -182,6 +182,7 @@ struct run {
 	FILE *log;
 	char *paths[4];        /* data paths with {rank} replaced */
 	char threads[24];      /* the default --threads under mpirun */
+	int same_error;        /* the error is every process's: rank 0 says it */
 	int tty;
 	double last_draw;
 };
@@ -503,6 +504,7 @@ static int dist_setup(struct run *R, struct dl_error *err)
 		c->threads = R->threads;
 	}
 	if (c->batch % k != 0) {
+		R->same_error = 1;   /* every process finds it */
 		long long lo = c->batch / k * k, hi = lo + k;
 		if (lo > 0)
 			return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
@@ -548,6 +550,8 @@ static int dist_finish(struct run *R, int rc, struct dl_error *err)
 {
 	struct dl_dist *d = &R->dist;
 	if (d->active && d->size > 1) {
+		if (rc && R->same_error && d->rank != 0)
+			dl_dist_wait_abort(d);   /* rank 0 says it */
 		if (rc) {
 			fprintf(stderr, "dlrun: rank %d: %s\n", d->rank,
 				err->msg[0] ? err->msg : "failed");
