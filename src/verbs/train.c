@@ -514,6 +514,12 @@ static int dist_setup(struct run *R, struct dl_error *err)
 				    "does not divide among %lld processes; %lld (or a multiple of "
 				    "%lld) would", c->batch, k, hi, k);
 	}
+	if (c->data && strcmp(c->data, "-") == 0) {
+		R->same_error = 1;
+		return dl_error_set(err, DL_EINPUT, "train: --data - (a stream on stdin) cannot be "
+				    "shared among %lld processes; give a file (or one per process: "
+				    "--data 'shard-{rank}.npz')", k);
+	}
 	if (c->data && strstr(c->data, "{rank}")) {
 		d->local_data = 1;
 		c->batch /= k;   /* each process's batch of its own file */
