@@ -318,7 +318,7 @@ t_kill() {
 		_alive=
 		for _p in $_job $_others; do
 			# a zombie has ended
-			[ -r "/proc/$_p/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$_p/stat" &&
+			[ -r "/proc/$_p/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$_p/stat" 2>/dev/null &&
 				_alive="$_alive $_p"
 		done
 		[ -z "$_alive" ] && break
