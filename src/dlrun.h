@@ -1,49 +1,125 @@
-/* libdlrun's public interface: load a model description, give it weights,
- * run it. The verbs in src/verbs and the tests use only this and the
- * headers it includes. */
+/* libdlrun: run (and train) a dlrun model from a C program.
+ *
+ * The whole public interface of the library: open a model file with its
+ * weights, ask for its inputs and outputs, run batches from the caller's
+ * float buffers, take training steps, save the weights, close. Every
+ * function that can fail returns 0 or a negative DLRUN_E* code and fills a
+ * struct dlrun_error (may be NULL) with a one-line message in the program's
+ * own words ("mlp.yaml:4:5: linear: ..."). Nothing here prints or exits.
+ *
+ * Models are independent: two threads may each run their own model at the
+ * same time. One model must not be used by two threads at once.
+ *
+ *     dlrun_model *m;
+ *     struct dlrun_error err;
+ *     if (dlrun_open(&m, "mlp.yaml", NULL, &err) < 0) { puts(err.message); ... }
+ *     struct dlrun_tensor x = {.data = buf, .ndim = 2, .dims = {3, 16}};
+ *     struct dlrun_tensor y = {0};               // filled by the library
+ *     dlrun_run(m, &x, 1, &y, 1, &err);          // y.data: [3, 4] floats
+ *     dlrun_close(m);
+ *
+ * See dlrun-api(3). */
 #ifndef DLRUN_H
 #define DLRUN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include "engine/error.h"
-#include "engine/graph.h"
-#include "engine/tensor.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-/* Parses the model file at path into a graph (caller frees with
- * dl_graph_free). When the inputs have no symbolic sizes, shape inference
- * runs at once for a batch of one, so shape errors and the parameter list
- * are known before any data is read. */
-int dl_model_load(struct dl_graph **out, const char *path, struct dl_error *err);
+#define DLRUN_API_VERSION 1
 
-/* A training default from the model's `train:` mapping, as text ("64",
- * "0.9,0.99" for a list), or NULL; *line and *col (may be NULL) get its
- * place. */
-const char *dl_model_train_default(const struct dl_graph *g, const char *key,
-				   int *line, int *col);
+/* Error codes, the same as the dlrun program's exit statuses. */
+enum {
+	DLRUN_OK = 0,
+	DLRUN_ERUN = -1,    /* a failure while running: I/O, memory, NaN */
+	DLRUN_EINPUT = -2,  /* bad input: model file, weights, shapes, call */
+};
 
-/* The default weights path: the model's `weights:` key, else the model
- * path with .yaml/.yml replaced by .safetensors. malloc()ed; caller frees. */
-char *dl_model_default_weights(const struct dl_graph *g);
+#define DLRUN_MAX_DIMS 8
 
-/* Binds every symbolic size from "NAME=d1,d2,..." per-sample shapes (one
- * string per input, in any order) and runs shape inference with batch n. */
-int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
-			int n_specs, int64_t batch, struct dl_error *err);
+struct dlrun_error {
+	int code;            /* DLRUN_OK or a DLRUN_E* code */
+	char message[4096];  /* one line, no trailing newline */
+};
 
-/* Loads parameters and buffers from a safetensors file: every one must be
- * there with its shape (F32, F16, BF16 or F64); extra tensors are an error
- * except num_batches_tracked. Needs the parameter layout (a successful
- * shape inference). */
-int dl_model_load_weights(struct dl_graph *g, const char *path,
-			  struct dl_error *err);
-/* Writes parameters and buffers as F32 safetensors, atomically. */
-int dl_model_save_weights(struct dl_graph *g, const char *path,
-			  const char *const *meta, int n_meta,
-			  struct dl_error *err);
-/* Number of trainable parameters (buffers excluded), and of buffers. */
-int64_t dl_model_count_params(const struct dl_graph *g, int64_t *buffers);
+/* A tensor: float32, row-major, batch first. For dlrun_run's outputs, data
+ * NULL asks the library for the buffer (valid until the next call with the
+ * same model, or dlrun_close); otherwise capacity (in floats) says how much
+ * room the caller's buffer has. */
+struct dlrun_tensor {
+	float *data;
+	int ndim;
+	int64_t dims[DLRUN_MAX_DIMS];
+	size_t capacity;
+};
 
-#define DLRUN_VERSION PACKAGE_VERSION
+typedef struct dlrun_model dlrun_model;
+
+/* Opens the model file at model_path with the weights at weights_path
+ * (NULL: the model's `weights:` key, else its path with .safetensors; a
+ * model without parameters needs none). Models with symbolic sizes load
+ * their weights at the first dlrun_run. *m gets the model (NULL on
+ * failure); dlrun_close frees it. */
+int dlrun_open(dlrun_model **m, const char *model_path,
+	       const char *weights_path, struct dlrun_error *err);
+/* Frees the model and everything the library returned for it. NULL-safe. */
+void dlrun_close(dlrun_model *m);
+
+/* Threads of this model's compute (<= 0: all processors; default 1). */
+int dlrun_set_threads(dlrun_model *m, int n, struct dlrun_error *err);
+
+/* The model's inputs and outputs: names, and per-sample shapes (batch
+ * excluded; -1 where a size is symbolic). dlrun_*_shape returns the rank
+ * and writes at most max sizes. */
+int dlrun_n_inputs(const dlrun_model *m);
+int dlrun_n_outputs(const dlrun_model *m);
+const char *dlrun_input_name(const dlrun_model *m, int i);
+const char *dlrun_output_name(const dlrun_model *m, int k);
+int dlrun_input_shape(const dlrun_model *m, int i, int64_t *dims, int max);
+/* An output's per-sample shape is known once a batch ran (or when the
+ * model has no symbolic sizes); -1 where it is not. */
+int dlrun_output_shape(const dlrun_model *m, int k, int64_t *dims, int max);
+
+/* Runs one batch (inference: dropout off, batch norm's running
+ * statistics). in[i] is input i with its full shape, batch first (token
+ * ids of `dtype: int` inputs as floats); out[k] receives output k's shape
+ * and values (see struct dlrun_tensor). n_in and n_out must be the model's
+ * counts. */
+int dlrun_run(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
+	      struct dlrun_tensor *out, int n_out, struct dlrun_error *err);
+
+/* Training. */
+struct dlrun_train_options {
+	const char *optimizer;   /* "sgd", "adam" (NULL: adam), "adamw" */
+	double lr;               /* <= 0: 1e-3 */
+	const char *loss;        /* "cross_entropy" (NULL), "nll", "mse",
+	                          * "bce_with_logits" */
+	const char *loss_output; /* NULL: the first output */
+	uint64_t seed;           /* dropout's random stream */
+};
+/* Prepares training with the optimizer's state at zero. */
+int dlrun_train_begin(dlrun_model *m, const struct dlrun_train_options *o,
+		      struct dlrun_error *err);
+/* One step on one batch: forward, loss, backward, optimizer update.
+ * labels: class ids as floats [N] (or [N, T]) for cross_entropy and nll,
+ * targets of the output's shape for mse and bce_with_logits. *loss (may be
+ * NULL) gets the batch's loss. */
+int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
+		     const struct dlrun_tensor *labels, double *loss,
+		     struct dlrun_error *err);
+
+/* Writes the parameters and buffers as a safetensors file, atomically. */
+int dlrun_save_weights(dlrun_model *m, const char *path,
+		       struct dlrun_error *err);
+
+/* "0.1.0" */
+const char *dlrun_version(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

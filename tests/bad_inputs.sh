@@ -138,6 +138,21 @@ bad_model repeat_times_zero.yaml 4:21: "times"
 bad_model unknown_block.yaml 6:10: "'mlp_blok'" "did you mean 'mlp_block'"
 bad_model recursive_block.yaml 4:22: "'loop'"
 
+# names, share:, shared repeats, parameter, ignore_keys (model-format.md
+# sections 2 to 5)
+bad_model name_digit_clash.yaml 4:11: "name '1' collides with entry 1" "'1.weight'"
+bad_model name_underscore.yaml 4:11: "'_'"
+bad_model share_unknown_key.yaml 6:21: "share" "'b.weight' is not a parameter of an earlier entry"
+bad_model share_later.yaml 5:21: "share" "'b.weight'" "earlier"
+bad_model share_shape.yaml 7:21: "share" "'a.weight' has shape [3, 4]" "[2, 3]"
+bad_model share_no_param.yaml 6:13: "share" "'wieght'" "did you mean 'weight'"
+bad_model share_composite.yaml 6:12: "share" "op entry"
+bad_model repeat_shared_size.yaml 4:5: "repeat" "shared" "[3, 3]" "[3, 4]"
+bad_model repeat_shared_bool.yaml 4:32: "shared"
+bad_model parameter_in.yaml 5:9: "parameter takes no input"
+bad_model parameter_no_shape.yaml 4:5: "parameter" "'shape'"
+bad_model ignore_keys_type.yaml 1:14: "ignore_keys"
+
 # ---- weights (model tests/bad/models/weights.yaml: 0.weight [2, 2],
 # 0.bias [2]) ----
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
-#include "dlrun.h"
+#include "model/model.h"
 #include "engine/gemm.h"
 #include "model/yamlutil.h"
 

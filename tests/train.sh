@@ -192,6 +192,24 @@ parity() {
 		fail "no output file"
 		return 1
 	}
+	# losses_<S>: PyTorch's loss of each step (one step per epoch there),
+	# against the log's, within 1e-5 relative
+	if [ -f "$_d/losses_$2" ]; then
+		sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$tmp/parity.log" >"$tmp/losses"
+		if ! awk 'NR == FNR { want[NR] = $1; n = NR; next }
+			{ got[FNR] = $1; m = FNR }
+			END {
+				if (m != n) { printf "%d losses logged, %d expected\n", m, n; exit 1 }
+				for (i = 1; i <= n; i++) {
+					d = got[i] - want[i]; if (d < 0) d = -d
+					s = want[i] < 0 ? -want[i] : want[i]
+					if (d > 1e-5 * s) { printf "step %d: loss %s, PyTorch %s\n", i, got[i], want[i]; exit 1 }
+				}
+			}' "$_d/losses_$2" "$tmp/losses" >"$tmp/cmp" 2>&1; then
+			fail "the losses differ from PyTorch's:"
+			sed 's/^/  /' "$tmp/cmp" >>"$tmp/diag"
+		fi
+	fi
 	same_tensors "$tmp/out.safetensors" "$_d/expected_$2.safetensors"
 	_w=$?
 	_cmd=$last_cmd

@@ -13,7 +13,7 @@ enum {
 
 struct dl_error {
 	int code;        /* DL_OK or one of the negative codes */
-	char msg[1024];  /* one line, "where: what", no trailing newline */
+	char msg[4096];  /* one line, "where: what", no trailing newline */
 };
 
 /* Sets err (when not NULL) and returns code. The first error set wins:

@@ -31,7 +31,7 @@ static void sgemm1(int ta, int tb, int M, int N, int K, float alpha,
  * threads and OpenMP's (which spin for a while after every parallel
  * region) fight over the cores, and a product can wait a whole scheduler
  * tick (4 ms) for a core. */
-static int whole;
+static _Thread_local int whole;  /* per caller thread: libdlrun runs models on several */
 
 void dl_sgemm_whole(int on)
 {

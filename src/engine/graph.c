@@ -80,6 +80,11 @@ void dl_graph_free(struct dl_graph *g)
 		free(g->train[i].val);
 	}
 	free(g->train);
+	if (g->bind_free)
+		g->bind_free(g->bind);
+	for (int i = 0; i < g->n_ignore_keys; i++)
+		free(g->ignore_keys[i]);
+	free(g->ignore_keys);
 	free(g->file);
 	free(g->name);
 	free(g->weights);
@@ -148,11 +153,24 @@ static int bind_inputs(struct dl_graph *g, const struct dl_shape *in,
 	return 0;
 }
 
+/* The owner of a tied parameter's storage (ties may chain). */
+static struct dl_param *tie_root(struct dl_param *p)
+{
+	while (p->tie)
+		p = p->tie;
+	return p;
+}
+
 static int layout_params(struct dl_graph *g, struct dl_error *err)
 {
+	int rc = g->bind_params ? g->bind_params(g, err) : 0;
+	if (rc)
+		return rc;
 	size_t total = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			if (g->nodes[i].params[k].tie)
+				continue;
 			size_t c = (size_t)dl_shape_numel(&g->nodes[i].params[k].shape);
 			if (total > SIZE_MAX / 8 - c)
 				return dl_error_set(err, DL_EINPUT, "%s: the model's parameters are too large",
@@ -167,8 +185,16 @@ static int layout_params(struct dl_graph *g, struct dl_error *err)
 	for (int i = 0; i < g->n_nodes; i++)
 		for (int k = 0; k < g->nodes[i].n_params; k++) {
 			struct dl_param *p = &g->nodes[i].params[k];
+			if (p->tie)
+				continue;
 			p->data = g->param_block + off;
 			off += (size_t)dl_shape_numel(&p->shape);
+		}
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_params; k++) {
+			struct dl_param *p = &g->nodes[i].params[k];
+			if (p->tie)
+				p->data = tie_root(p)->data;
 		}
 	g->params_ready = 1;
 	return 0;
@@ -606,7 +632,10 @@ int dl_graph_first_nonfinite(const struct dl_graph *g)
 char *dl_param_key(const struct dl_node *n, const struct dl_param *p,
 		   char *buf, size_t size)
 {
-	snprintf(buf, size, "%s.%s", n->scope, p->name);
+	if (p->name[0])
+		snprintf(buf, size, "%s.%s", n->scope, p->name);
+	else
+		snprintf(buf, size, "%s", n->scope);
 	return buf;
 }
 
@@ -634,6 +663,8 @@ void dl_graph_init_params(struct dl_graph *g, uint64_t seed)
 		for (int k = 0; k < g->nodes[i].n_params; k++) {
 			struct dl_param *p = &g->nodes[i].params[k];
 			int64_t c = dl_shape_numel(&p->shape);
+			if (p->tie)
+				continue;
 			for (int64_t j = 0; j < c; j++) {
 				double x = 0;
 				switch (p->init) {

@@ -44,6 +44,8 @@ struct dl_row {
 	int depth;
 	int first, last;   /* node range; last < first for an empty body */
 	int value;         /* the entry's output value */
+	int shared;        /* a repeat whose copies share one set of
+	                    * parameters (drawn "xN, shared") */
 };
 
 /* The inner graphs of a composite node: the copies of the body of an
@@ -132,6 +134,15 @@ struct dl_graph {
 	                              * ws, saved state and parameters are
 	                              * views into its parent's plan and
 	                              * parameter block (ops/subgraph.h) */
+	/* Set by the loader: called once every parameter is declared, before
+	 * the parameter layout, to tie parameters (p->tie: share:, shared
+	 * repeats) and check their keys; `bind` is its data, freed with
+	 * bind_free. */
+	int (*bind_params)(struct dl_graph *g, struct dl_error *err);
+	void *bind;
+	void (*bind_free)(void *bind);
+	int n_ignore_keys;           /* `ignore_keys:` globs of weights-file */
+	char **ignore_keys;          /* keys the model does not use */
 };
 
 /* Frees everything the graph owns; NULL-safe. */

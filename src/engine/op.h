@@ -77,7 +77,9 @@ enum dl_init {
 };
 
 struct dl_param {
-	const char *name;        /* own name, e.g. "weight", "out_proj.bias" */
+	const char *name;        /* own name, e.g. "weight", "out_proj.bias";
+	                          * "" for a bare tensor keyed by the scope
+	                          * alone (the parameter op) */
 	struct dl_shape shape;
 	float *data;             /* in the model's parameter block */
 	float *grad;             /* in the gradient block; NULL for buffers and
@@ -87,6 +89,11 @@ struct dl_param {
 	double init_arg, init_arg2;
 	int64_t init_zero_row;   /* a row (first index) set to 0 after the init
 	                          * (embedding's padding_idx); -1: none */
+	struct dl_param *tie;    /* the parameter whose storage (data and
+	                          * grad) this one uses (share:, a shared
+	                          * repeat), or NULL; set at layout. A tied
+	                          * parameter is not saved, counted, initialised
+	                          * or stepped: its owner is */
 };
 
 /* ---- nodes ---- */

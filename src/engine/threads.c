@@ -28,7 +28,6 @@
 #include "engine/op.h"
 #include "engine/threads.h"
 
-#define MAX_WORKERS 256
 /* A window shorter than this says little: look again later. */
 #define WINDOW_NS 5000000LL          /* 5 ms */
 /* Workers waiting for a CPU more than this share of the window: a core is
@@ -39,17 +38,12 @@
 #define BACKOFF_MIN_NS 250000000LL   /* 0.25 s */
 #define BACKOFF_MAX_NS 4000000000LL  /* 4 s */
 
-static struct {
-	int asked;          /* --threads, resolved: what plans size for */
-	int used;           /* what the op loops use now */
-	int adapt;          /* schedstat readable and asked > 1 */
-	int n_tid;
-	int tid[MAX_WORKERS];  /* the team's thread ids, the caller's first */
-	int64_t t0;         /* start of the measuring window */
-	int64_t wait0;      /* the workers' summed wait at t0 */
-	int64_t until;      /* on one thread until this time */
-	int64_t backoff;
-} T = {.asked = 1, .used = 1};
+/* The program's own state (the verbs), and the one in use on this thread:
+ * libdlrun's callers give each model its own (dl_threads_use). */
+static struct dl_threads process = {.asked = 1, .used = 1};
+static _Thread_local struct dl_threads *cur;
+
+#define T (*(cur ? cur : &process))
 
 static int64_t now_ns(void)
 {
@@ -104,8 +98,8 @@ static void start_window(void)
 	set_used(T.asked);
 	T.n_tid = 0;
 #ifdef _OPENMP
-	int tids[MAX_WORKERS] = {0};
-	int n = T.asked < MAX_WORKERS ? T.asked : MAX_WORKERS;
+	int tids[DL_MAX_WORKERS] = {0};
+	int n = T.asked < DL_MAX_WORKERS ? T.asked : DL_MAX_WORKERS;
 #pragma omp parallel num_threads(n)
 	{
 		int me = omp_get_thread_num();
@@ -188,4 +182,18 @@ void dl_threads_pin(int n)
 {
 	T.adapt = 0;
 	set_used(n < 1 ? 1 : n > T.asked ? T.asked : n);
+}
+
+void dl_threads_init(struct dl_threads *t)
+{
+	*t = (struct dl_threads){.asked = 1, .used = 1};
+}
+
+void dl_threads_use(struct dl_threads *t)
+{
+	cur = t;
+#ifdef _OPENMP
+	/* OpenMP's thread count is the calling thread's own setting */
+	omp_set_num_threads(T.used);
+#endif
 }

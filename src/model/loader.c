@@ -7,7 +7,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "dlrun.h"
+#include "model/model.h"
 #include "model/hparams.h"
 #include "model/yamlutil.h"
 #include "ops/registry.h"
@@ -22,6 +22,38 @@ struct names {
 	int *value;
 };
 
+/* What the parameter layout checks and ties (g->bind, bind_params): `share:`
+ * entries, shared repeats, and digit names that may clash with an index
+ * scope. Places are 1-based. */
+struct tie_rec {
+	int node;             /* the entry's node */
+	char *param, *key;    /* its parameter PARAM is the tensor of KEY */
+	int pline, pcol;      /* PARAM's place */
+	int kline, kcol;      /* KEY's place */
+};
+
+struct repeat_rec {
+	int dst, src, count;  /* nodes [dst, dst + count) use the parameters of
+	                       * [src, src + count) (copy 0) */
+	int copy;             /* dst's copy number */
+	int line, col;        /* the repeat key */
+};
+
+struct clash_rec {
+	int row;              /* the unnamed entry whose index is the name */
+	char *name;
+	int line, col;        /* the name's place */
+};
+
+struct bind {
+	int n_ties, cap_ties;
+	struct tie_rec *ties;
+	int n_reps, cap_reps;
+	struct repeat_rec *reps;
+	int n_clash, cap_clash;
+	struct clash_rec *clash;
+};
+
 struct loader {
 	const char *file;
 	yaml_document_t doc;
@@ -30,11 +62,13 @@ struct loader {
 	int n_using;
 	struct dl_graph *g;
 	int caps_nodes, caps_values, caps_rows;
+	int in_sub;               /* building an op's list of entries */
 	struct dl_error *err;
 };
 
 static const char *const top_keys[] = {
-	"name", "inputs", "outputs", "weights", "blocks", "layers", "train", NULL};
+	"name", "inputs", "outputs", "weights", "blocks", "layers", "train",
+	"ignore_keys", NULL};
 static const char *const train_keys[] = {
 	"epochs", "batch_size", "lr", "optimizer", "loss", "momentum",
 	"dampening", "nesterov", "weight_decay", "betas", "eps",
@@ -89,6 +123,24 @@ static char *xstrdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+static int is_digits(const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+/* An entry name: a word, or digits alone (a PyTorch index key segment,
+ * checked against the list's index scopes at layout); `_` is reserved for
+ * the default input. */
+static int is_entry_name(const char *s)
+{
+	return (is_ident(s) || is_digits(s)) && strcmp(s, "_") != 0;
+}
+
 /* ---- growing the graph ---- */
 
 static int grow(void **p, int *cap, int need, size_t size)
@@ -133,6 +185,145 @@ static int new_row(struct loader *L, const char *scope, const char *label,
 	if (!r->scope || !r->label)
 		return dl_error_set(L->err, DL_ERUN, "out of memory");
 	return g->n_rows++;
+}
+
+/* ---- ties and key checks, run at the parameter layout ---- */
+
+static void bind_free(void *p)
+{
+	struct bind *b = p;
+	if (!b)
+		return;
+	for (int i = 0; i < b->n_ties; i++) {
+		free(b->ties[i].param);
+		free(b->ties[i].key);
+	}
+	for (int i = 0; i < b->n_clash; i++)
+		free(b->clash[i].name);
+	free(b->ties);
+	free(b->reps);
+	free(b->clash);
+	free(b);
+}
+
+static int bind_params(struct dl_graph *g, struct dl_error *err);
+
+/* The graph's bind data, made on first use. */
+static struct bind *bind_of(struct loader *L)
+{
+	if (!L->g->bind && (L->g->bind = calloc(1, sizeof(struct bind))) != NULL) {
+		L->g->bind_params = bind_params;
+		L->g->bind_free = bind_free;
+	}
+	return L->g->bind;
+}
+
+static struct dl_param *own_param(struct dl_node *n, const char *name)
+{
+	for (int k = 0; k < n->n_params; k++)
+		if (strcmp(n->params[k].name, name) == 0)
+			return &n->params[k];
+	return NULL;
+}
+
+/* "weight, bias" for messages */
+static void param_list(const struct dl_node *n, char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = 0;
+	for (int k = 0; k < n->n_params && used < size; k++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%s", k ? ", " : "",
+					 n->params[k].name[0] ? n->params[k].name : "(the scope)");
+	if (!n->n_params)
+		snprintf(buf, size, "none");
+}
+
+static int bind_params(struct dl_graph *g, struct dl_error *err)
+{
+	struct bind *b = g->bind;
+	char key[512], a[128], c[256];
+	/* a digit name and an unnamed entry at that index: one scope, two
+	 * owners of its keys */
+	for (int i = 0; i < b->n_clash; i++) {
+		const struct clash_rec *r = &b->clash[i];
+		const struct dl_row *row = &g->rows[r->row];
+		for (int j = row->first; j <= row->last; j++)
+			if (g->nodes[j].n_params)
+				return dl_error_set(err, DL_EINPUT,
+					"%s:%d:%d: name '%s' collides with entry %s of this list, "
+					"which has no name and holds parameters ('%s'): name that "
+					"entry, or choose another name",
+					g->file, r->line, r->col, r->name, r->name,
+					dl_param_key(&g->nodes[j], &g->nodes[j].params[0], key, sizeof key));
+	}
+	/* shared repeats: copy I uses copy 0's tensors */
+	for (int i = 0; i < b->n_reps; i++) {
+		const struct repeat_rec *r = &b->reps[i];
+		for (int j = 0; j < r->count; j++) {
+			struct dl_node *d = &g->nodes[r->dst + j], *s = &g->nodes[r->src + j];
+			for (int k = 0; k < d->n_params; k++) {
+				struct dl_param *p = &d->params[k], *q = own_param(s, p->name);
+				if (!q || !dl_shape_equal(&p->shape, &q->shape))
+					return dl_error_set(err, DL_EINPUT,
+						"%s:%d:%d: repeat: a shared body must fit every copy, but "
+						"'%s' of copy %d has shape %s and copy 0's %s (a shared "
+						"body's output must have its input's size)",
+						g->file, r->line, r->col, dl_param_key(d, p, key, sizeof key),
+						r->copy, dl_shape_str(&p->shape, a, sizeof a),
+						q ? dl_shape_str(&q->shape, c, sizeof c) : "does not exist");
+				p->tie = q;
+			}
+		}
+	}
+	/* share: {PARAM: KEY} */
+	for (int i = 0; i < b->n_ties; i++) {
+		const struct tie_rec *t = &b->ties[i];
+		struct dl_node *d = &g->nodes[t->node];
+		struct dl_param *p = own_param(d, t->param);
+		if (!p) {
+			const char *cand[65];
+			int nc = 0;
+			for (int k = 0; k < d->n_params && nc < 64; k++)
+				cand[nc++] = d->params[k].name;
+			cand[nc] = NULL;
+			const char *sug = dl_suggest(t->param, cand);
+			if (sug)
+				return dl_error_set(err, DL_EINPUT,
+					"%s:%d:%d: share: %s has no parameter '%s'; did you mean '%s'?",
+					g->file, t->pline, t->pcol, d->op->name, t->param, sug);
+			param_list(d, c, sizeof c);
+			return dl_error_set(err, DL_EINPUT,
+				"%s:%d:%d: share: %s has no parameter '%s' (its parameters: %s)",
+				g->file, t->pline, t->pcol, d->op->name, t->param, c);
+		}
+		struct dl_param *q = NULL;
+		for (int j = 0; j < t->node && !q; j++)
+			for (int k = 0; k < g->nodes[j].n_params && !q; k++)
+				if (strcmp(dl_param_key(&g->nodes[j], &g->nodes[j].params[k], key,
+							sizeof key), t->key) == 0)
+					q = &g->nodes[j].params[k];
+		if (!q) {
+			const char *later = dl_graph_param(g, t->key, NULL) ? " (it belongs to "
+				"this or a later entry: the tensor's owner comes first)" : "";
+			return dl_error_set(err, DL_EINPUT,
+				"%s:%d:%d: share: '%s' is not a parameter of an earlier entry%s",
+				g->file, t->kline, t->kcol, t->key, later);
+		}
+		if (!dl_shape_equal(&p->shape, &q->shape))
+			return dl_error_set(err, DL_EINPUT,
+				"%s:%d:%d: share: '%s' has shape %s, but %s's '%s' needs %s",
+				g->file, t->kline, t->kcol, t->key,
+				dl_shape_str(&q->shape, a, sizeof a), d->op->name, t->param,
+				dl_shape_str(&p->shape, c, sizeof c));
+		if (p->buffer != q->buffer)
+			return dl_error_set(err, DL_EINPUT,
+				"%s:%d:%d: share: '%s' is a %s and '%s' a %s; a tensor is shared "
+				"only with one of its kind", g->file, t->kline, t->kcol, t->key,
+				q->buffer ? "buffer" : "parameter", t->param,
+				p->buffer ? "buffer" : "parameter");
+		p->tie = q;
+	}
+	return 0;
 }
 
 static int build_subgraphs(struct loader *L, int node, int hp, int depth);
@@ -339,7 +530,7 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 		return add_node(L, dl_op_find("add"), key, NULL, scope, in, 2);
 	}
 	if (strcmp(kind, "repeat") == 0) {
-		static const char *const keys[] = {"times", "body", "use", NULL};
+		static const char *const keys[] = {"times", "body", "use", "shared", NULL};
 		if (val->type != YAML_MAPPING_NODE)
 			return lerr(L, val, "repeat takes {times: N, body: [...]} or "
 				    "{times: N, use: BLOCK}, got %s", dl_yaml_kind(val));
@@ -358,8 +549,21 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 		if (!body == !use)
 			return lerr(L, val, "repeat: give exactly one of 'body' (a list of "
 				    "entries) or 'use' (a block name)");
-		int cur = input;
+		yaml_node_t *shared_node = map_get(L, val, "shared", NULL);
+		int shared = 0;
+		if (shared_node) {
+			const char *sv = str(shared_node);
+			if (sv && strcmp(sv, "true") == 0)
+				shared = 1;
+			else if (!sv || strcmp(sv, "false") != 0)
+				return lerr(L, shared_node, "repeat: shared is true or false");
+			if (shared && L->in_sub)
+				return lerr(L, shared_node, "repeat: shared is not available "
+					    "inside an op's list of entries");
+		}
+		int cur = input, first0 = L->g->n_nodes, count0 = 0;
 		for (int64_t i = 0; i < t; i++) {
+			int first = L->g->n_nodes;
 			char sub[512], own[32];
 			snprintf(own, sizeof own, "%lld", (long long)i);
 			if (join(sub, sizeof sub, scope, own))
@@ -373,6 +577,20 @@ static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 			}
 			if (cur < 0)
 				return cur;
+			if (!shared)
+				continue;
+			/* copy i runs copy 0's nodes again with copy 0's tensors */
+			if (i == 0) {
+				count0 = L->g->n_nodes - first;
+				continue;
+			}
+			struct bind *b = bind_of(L);
+			if (!b || grow((void **)&b->reps, &b->cap_reps, b->n_reps + 1,
+				       sizeof *b->reps))
+				return dl_error_set(L->err, DL_ERUN, "out of memory");
+			b->reps[b->n_reps++] = (struct repeat_rec){
+				first, first0, count0, (int)i,
+				(int)key->start_mark.line + 1, (int)key->start_mark.column + 1};
 		}
 		return cur;
 	}
@@ -412,12 +630,67 @@ static int is_composite(const char *s)
 	       strcmp(s, "repeat") == 0 || strcmp(s, "use") == 0;
 }
 
+/* Checks a `share: {PARAM: KEY}` mapping (on an op entry, outside an op's
+ * own entry lists). */
+static int parse_share(struct loader *L, yaml_node_t *share, const char *opname)
+{
+	if (L->in_sub)
+		return lerr(L, share, "share: is not available inside an op's list "
+			    "of entries");
+	if (opname && is_composite(opname))
+		return lerr(L, share, "share: belongs on an op entry; a %s has no "
+			    "parameters of its own (put share: on the entry inside it)",
+			    opname);
+	if (share->type != YAML_MAPPING_NODE ||
+	    share->data.mapping.pairs.top == share->data.mapping.pairs.start)
+		return lerr(L, share, "share: maps a parameter of this entry to the key "
+			    "of an earlier one, as {weight: wte.weight}");
+	for (yaml_node_pair_t *p = share->data.mapping.pairs.start;
+	     p < share->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
+		if (!str(k) || !*str(k))
+			return lerr(L, k, "share: keys are parameter names such as weight");
+		if (!str(v) || !*str(v))
+			return lerr(L, v, "share: '%s' takes a weights-file key such as "
+				    "wte.weight, got %s", str(k), dl_yaml_kind(v));
+		for (yaml_node_pair_t *q = share->data.mapping.pairs.start; q < p; q++)
+			if (str(node(L, q->key)) && strcmp(str(node(L, q->key)), str(k)) == 0)
+				return lerr(L, k, "share: '%s' is given twice", str(k));
+	}
+	return 0;
+}
+
+static int add_share(struct loader *L, yaml_node_t *share, int nd)
+{
+	struct bind *b = bind_of(L);
+	if (!b)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	for (yaml_node_pair_t *p = share->data.mapping.pairs.start;
+	     p < share->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(L, p->key), *v = node(L, p->value);
+		if (grow((void **)&b->ties, &b->cap_ties, b->n_ties + 1, sizeof *b->ties))
+			return dl_error_set(L->err, DL_ERUN, "out of memory");
+		struct tie_rec *t = &b->ties[b->n_ties++];
+		t->node = nd;
+		t->param = xstrdup(str(k));
+		t->key = xstrdup(str(v));
+		t->pline = (int)k->start_mark.line + 1;
+		t->pcol = (int)k->start_mark.column + 1;
+		t->kline = (int)v->start_mark.line + 1;
+		t->kcol = (int)v->start_mark.column + 1;
+		if (!t->param || !t->key)
+			return dl_error_set(L->err, DL_ERUN, "out of memory");
+	}
+	return 0;
+}
+
 /* Builds one entry; returns its output value id or a negative error. */
 static int build_entry(struct loader *L, yaml_node_t *e, int index,
 		       const char *prefix, int prev, struct names *names,
 		       int depth)
 {
 	yaml_node_t *key = NULL, *val = NULL, *name_node = NULL, *in_node = NULL;
+	yaml_node_t *share_node = NULL;
 	const char *opname;
 	if (e->type == YAML_SCALAR_NODE) {
 		key = e;
@@ -429,8 +702,10 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 			const char *s = str(k);
 			if (!s)
 				return lerr(L, k, "entry keys are plain words");
-			if (strcmp(s, "name") == 0 || strcmp(s, "in") == 0) {
-				yaml_node_t **slot = s[0] == 'n' ? &name_node : &in_node;
+			if (strcmp(s, "name") == 0 || strcmp(s, "in") == 0 ||
+			    strcmp(s, "share") == 0) {
+				yaml_node_t **slot = s[0] == 'n' ? &name_node
+					: s[0] == 'i' ? &in_node : &share_node;
 				if (*slot)
 					return lerr(L, k, "'%s' is given twice in this entry", s);
 				*slot = node(L, p->value);
@@ -463,9 +738,12 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 	char own[256], scope[512];
 	if (name_node) {
 		const char *nm = str(name_node);
-		if (!is_ident(nm))
+		if (nm && strcmp(nm, "_") == 0)
+			return lerr(L, name_node, "'_' is not a name: in in: lists it stands "
+				    "for the entry's default input");
+		if (!is_entry_name(nm))
 			return lerr(L, name_node, "name must be a word of letters, digits, "
-				    "'_' and '-' (not starting with a digit)");
+				    "'_' and '-' (not starting with a digit), or digits alone");
 		snprintf(own, sizeof own, "%s", nm);
 	} else {
 		snprintf(own, sizeof own, "%d", index);
@@ -494,6 +772,12 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 			const char *s = str(nm);
 			if (!s)
 				return lerr(L, nm, "in: takes names, got %s", dl_yaml_kind(nm));
+			if (strcmp(s, "_") == 0) {
+				/* the default input: the previous entry's output, or
+				 * the composite's input for a body's first entry */
+				in[n_in++] = prev;
+				continue;
+			}
 			int v = lookup(names, s);
 			if (v < 0) {
 				const char *sug = suggest_name(names, s);
@@ -507,6 +791,21 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 		}
 	} else {
 		in[n_in++] = prev;
+	}
+
+	if (opname && strcmp(opname, "parameter") == 0) {
+		/* a learned tensor reads no input; the model's first input
+		 * gives it the batch size */
+		if (in_node)
+			return lerr(L, in_node, "parameter takes no input (its output is "
+				    "the tensor, repeated over the batch)");
+		in[0] = 0;
+		n_in = 1;
+	}
+	if (share_node) {
+		int rc = parse_share(L, share_node, opname);
+		if (rc)
+			return rc;
 	}
 
 	int row = new_row(L, scope, own, NULL, depth);
@@ -524,6 +823,10 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 		if (n_in != 1)
 			return lerr(L, in_node, "%s takes one input, got %d", opname, n_in);
 		out = composite(L, opname, key, val, scope, in[0], names, depth);
+		if (out >= 0 && strcmp(opname, "repeat") == 0) {
+			yaml_node_t *sh = map_get(L, val, "shared", NULL);
+			L->g->rows[row].shared = sh && str(sh) && strcmp(str(sh), "true") == 0;
+		}
 	} else {
 		const struct dl_op_desc *op = dl_op_find(opname);
 		if (!op) {
@@ -534,6 +837,11 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 		}
 		L->g->rows[row].kind = op->name;
 		out = add_node(L, op, key, val, scope, in, n_in);
+		if (out >= 0 && share_node) {
+			int rc = add_share(L, share_node, L->g->n_nodes - 1);
+			if (rc)
+				return rc;
+		}
 	}
 	if (out < 0)
 		return out;
@@ -545,6 +853,42 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 			return rc;
 	}
 	return out;
+}
+
+static yaml_node_t *entry_name(struct loader *L, yaml_node_t *e)
+{
+	return e->type == YAML_MAPPING_NODE ? map_get(L, e, "name", NULL) : NULL;
+}
+
+/* A digit name N of a list whose entry N has no name: the two share the
+ * scope N. It is an error when that entry holds parameters, known only at
+ * the layout (bind_params); recorded here. Returns cur, or an error. */
+static int note_clashes(struct loader *L, yaml_node_t *list, const int *row_at,
+			int cur)
+{
+	int count = seq_len(list);
+	for (int i = 0; i < count; i++) {
+		yaml_node_t *nm = entry_name(L, node(L, list->data.sequence.items.start[i]));
+		const char *s = nm ? str(nm) : NULL;
+		if (!is_digits(s) || (s[0] == '0' && s[1]) || strlen(s) > 9)
+			continue;
+		int at = atoi(s);
+		if (at >= count || at == i ||
+		    entry_name(L, node(L, list->data.sequence.items.start[at])))
+			continue;
+		struct bind *b = bind_of(L);
+		if (!b || grow((void **)&b->clash, &b->cap_clash, b->n_clash + 1,
+			       sizeof *b->clash))
+			return dl_error_set(L->err, DL_ERUN, "out of memory");
+		struct clash_rec *r = &b->clash[b->n_clash++];
+		r->row = row_at[at];
+		r->name = xstrdup(s);
+		r->line = (int)nm->start_mark.line + 1;
+		r->col = (int)nm->start_mark.column + 1;
+		if (!r->name)
+			return dl_error_set(L->err, DL_ERUN, "out of memory");
+	}
+	return cur;
 }
 
 /* Builds the entries of list; returns the last one's output value. The
@@ -570,12 +914,21 @@ static int build_list(struct loader *L, yaml_node_t *list, const char *prefix,
 		names_free(&names);
 		return lerr(L, list, "an empty list of entries");
 	}
+	int *row_at = calloc((size_t)count, sizeof *row_at);
+	if (!row_at) {
+		names_free(&names);
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	}
 	for (int i = 0; i < count; i++) {
 		yaml_node_t *e = node(L, list->data.sequence.items.start[i]);
+		row_at[i] = L->g->n_rows;
 		cur = build_entry(L, e, i, prefix, cur, &names, depth);
 		if (cur < 0)
 			break;
 	}
+	if (cur >= 0)
+		cur = note_clashes(L, list, row_at, cur);
+	free(row_at);
 	if (keep && cur >= 0)
 		*keep = names;
 	else
@@ -650,7 +1003,9 @@ static int build_subgraphs(struct loader *L, int node, int hp, int depth)
 		char prefix[512];
 		snprintf(prefix, sizeof prefix, "%s.%d", d->def ? d->def : d->name, c);
 		struct names top = {0};
+		L->in_sub++;
 		int last = build_list(L, body, prefix, 0, NULL, depth + 1, &top);
+		L->in_sub--;
 		rc = last < 0 ? last : parse_outputs(L, NULL, last, &top);
 		names_free(&top);
 		L->g = parent;
@@ -839,6 +1194,31 @@ static int parse_train(struct loader *L, yaml_node_t *train)
 	return 0;
 }
 
+/* ignore_keys: [GLOB, ...]: weights-file keys the model does not use
+ * (fnmatch globs, `*` matching dots too). */
+static int parse_ignore_keys(struct loader *L, yaml_node_t *ignore)
+{
+	struct dl_graph *g = L->g;
+	if (ignore->type == YAML_SCALAR_NODE && dl_yaml_null(ignore))
+		return 0;
+	if (ignore->type != YAML_SEQUENCE_NODE)
+		return lerr(L, ignore, "ignore_keys: is a list of key patterns, as "
+			    "['*.attn.bias']");
+	int count = seq_len(ignore);
+	g->ignore_keys = calloc((size_t)count + 1, sizeof *g->ignore_keys);
+	if (!g->ignore_keys)
+		return dl_error_set(L->err, DL_ERUN, "out of memory");
+	for (int i = 0; i < count; i++) {
+		yaml_node_t *e = node(L, ignore->data.sequence.items.start[i]);
+		if (!str(e) || !*str(e))
+			return lerr(L, e, "ignore_keys: takes key patterns (strings such "
+				    "as '*.attn.bias'), got %s", dl_yaml_kind(e));
+		if (!(g->ignore_keys[g->n_ignore_keys++] = xstrdup(str(e))))
+			return dl_error_set(L->err, DL_ERUN, "out of memory");
+	}
+	return 0;
+}
+
 static char *resolve_relative(const char *model, const char *path)
 {
 	if (path[0] == '/' || !strchr(model, '/'))
@@ -870,6 +1250,9 @@ static int parse(struct loader *L)
 	yaml_node_t *blocks = map_get(L, root, "blocks", NULL);
 	yaml_node_t *layers = map_get(L, root, "layers", &k_layers);
 	yaml_node_t *train = map_get(L, root, "train", NULL);
+	yaml_node_t *ignore = map_get(L, root, "ignore_keys", NULL);
+	if (ignore && (rc = parse_ignore_keys(L, ignore)) != 0)
+		return rc;
 	if (name) {
 		if (!str(name))
 			return lerr(L, name, "name: is a string");

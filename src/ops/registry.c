@@ -19,12 +19,14 @@ extern const struct dl_op_desc *const dl_ops_attention[];
 extern const struct dl_op_desc *const dl_ops_gating[];
 extern const struct dl_op_desc *const dl_ops_moe[];
 extern const struct dl_op_desc *const dl_ops_transformer[];
+extern const struct dl_op_desc *const dl_ops_parameter[];
 
 static const struct dl_op_desc *const *const families[] = {
 	dl_ops_linear, dl_ops_elementwise, dl_ops_activation, dl_ops_shape,
 	dl_ops_reduce, dl_ops_dropout, dl_ops_conv, dl_ops_pool, dl_ops_norm,
 	dl_ops_sequence, dl_ops_rnn, dl_ops_attention, dl_ops_gating, dl_ops_moe,
 	dl_ops_transformer,
+	dl_ops_parameter,
 };
 
 #define MAX_OPS 256

@@ -102,8 +102,9 @@ static struct state *state_new(struct dl_node *n, const struct dl_subgraphs *s)
 		o = p->tsaved + gr->n_nodes;
 		for (int j = 0; j < gr->n_nodes; j++)
 			for (int k = 0; k < gr->nodes[j].n_params; k++) {
-				sprintf(name, "%s.%s", gr->nodes[j].scope,
-					gr->nodes[j].params[k].name);
+				/* "" (the parameter op): the scope alone */
+				const char *pn = gr->nodes[j].params[k].name;
+				sprintf(name, *pn ? "%s.%s" : "%s%s", gr->nodes[j].scope, pn);
 				st->views[st->n_views++] = (struct view){g, j, k};
 				name += strlen(name) + 1;
 			}

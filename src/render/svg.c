@@ -764,7 +764,8 @@ static struct ext draw_repeat(struct draw *D, int r)
 	add_label(D, row->value, in);
 
 	char times_s[32];
-	snprintf(times_s, sizeof times_s, "\xc3\x97%d", times);
+	snprintf(times_s, sizeof times_s, "\xc3\x97%d%s", times,
+		 row->shared ? ", shared" : "");
 	const char *name = is_number(row->label) ? "" : row->label;
 	double lw = text_w(times_s, FS_OP + 2);
 	if (text_w(name, FS_SMALL) > lw)

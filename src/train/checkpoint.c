@@ -28,6 +28,8 @@ int dl_checkpoint_save(const char *path, struct dl_graph *g,
 		for (int k = 0; rc == 0 && k < g->nodes[i].n_params; k++) {
 			char key[512];
 			struct dl_param *p = &g->nodes[i].params[k];
+			if (p->tie)
+				continue;   /* written once, under its owner's key */
 			if (!(keys[c] = strdup(dl_param_key(&g->nodes[i], p, key, sizeof key))))
 				rc = dl_error_set(err, DL_ERUN, "out of memory");
 			e[c].name = keys[c];

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "dlrun.h"
+#include "model/model.h"
 #include "engine/rng.h"
 #include "train/optim.h"
 

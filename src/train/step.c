@@ -110,7 +110,7 @@ int dl_train_ranges(const struct dl_graph *g, struct dl_range **ranges, int *n,
 	for (int i = 0; i < g->n_nodes; i++)
 		for (int j = 0; j < g->nodes[i].n_params; j++) {
 			const struct dl_param *p = &g->nodes[i].params[j];
-			if (p->buffer)
+			if (p->buffer || p->tie)  /* a tied tensor steps once, as its owner */
 				continue;
 			size_t off = (size_t)(p->data - g->param_block);
 			size_t len = (size_t)dl_shape_numel(&p->shape);

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "dlrun.h"
+#include "model/model.h"
 #include "engine/graph.h"
 #include "train/loss.h"
 #include "train/optim.h"

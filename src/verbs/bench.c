@@ -163,12 +163,13 @@ static int bench_main(int argc, char **argv, struct dl_error *err)
 		{"threads", required_argument, NULL, 't'},
 		{"input-shape", required_argument, NULL, 'I'},
 		{"json", no_argument, NULL, 'j'},
+		{"ignore-extra", no_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *wflag = NULL, *model = NULL, *threads = NULL;
 	long long batch = 1, iters = 20;
-	int json = 0, rc = 0, ch, n_specs = 0;
+	int json = 0, rc = 0, ch, n_specs = 0, ignore_extra = 0;
 	struct bench B;
 	memset(&B, 0, sizeof B);
 	char **specs = calloc((size_t)argc + 1, sizeof *specs);
@@ -179,6 +180,9 @@ static int bench_main(int argc, char **argv, struct dl_error *err)
 		switch (ch) {
 		case 'w':
 			wflag = optarg;
+			break;
+		case 'X':
+			ignore_extra = 1;
 			break;
 		case 'b':
 			rc = verb_int("bench", "--batch-size", optarg, 1, 1 << 24, &batch, err);
@@ -219,7 +223,7 @@ static int bench_main(int argc, char **argv, struct dl_error *err)
 		 * timing needs no trained values */
 		char *path = wflag ? NULL : dl_model_default_weights(B.g);
 		if (wflag || (path && access(path, F_OK) == 0))
-			rc = verb_load_weights(B.g, wflag, err);
+			rc = verb_load_weights(B.g, wflag, ignore_extra, err);
 		else
 			dl_graph_init_params(B.g, 0);
 		free(path);
@@ -273,6 +277,7 @@ const struct verb verb_bench = {
 	"fresh ones (timing needs no trained values).\n"
 	"\n"
 	"  -w, --weights PATH     weights to load (their loading is timed too)\n"
+	"      --ignore-extra     skip (and count) weights the model does not use\n"
 	"  -b, --batch-size N     samples per iteration (default 1)\n"
 	"  -k, --iterations K     timed iterations (default 20)\n"
 	"      --train            time forward + backward + optimizer step\n"

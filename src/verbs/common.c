@@ -59,7 +59,18 @@ int verb_model_arg(const char *verb, int argc, char **argv,
 	return 0;
 }
 
-int verb_load_weights(struct dl_graph *g, const char *wflag,
+int verb_weights(struct dl_graph *g, const char *path, int ignore_extra,
+		 struct dl_error *err)
+{
+	int ignored = 0;
+	int rc = dl_model_load_weights_ext(g, path, ignore_extra, &ignored, err);
+	if (rc == 0 && ignored)
+		fprintf(stderr, "dlrun: ignored %d key%s of %s not used by the model\n",
+			ignored, ignored == 1 ? "" : "s", path);
+	return rc;
+}
+
+int verb_load_weights(struct dl_graph *g, const char *wflag, int ignore_extra,
 		      struct dl_error *err)
 {
 	int64_t buffers;
@@ -67,7 +78,7 @@ int verb_load_weights(struct dl_graph *g, const char *wflag,
 	if (!wflag && params + buffers == 0)
 		return 0;
 	if (wflag)
-		return dl_model_load_weights(g, wflag, err);
+		return verb_weights(g, wflag, ignore_extra, err);
 	char *path = dl_model_default_weights(g);
 	if (!path)
 		return dl_error_set(err, DL_ERUN, "out of memory");
@@ -78,7 +89,7 @@ int verb_load_weights(struct dl_graph *g, const char *wflag,
 				  "or train one, or pass -w WEIGHTS",
 				  g->file, path, g->file, path);
 	else
-		rc = dl_model_load_weights(g, path, err);
+		rc = verb_weights(g, path, ignore_extra, err);
 	free(path);
 	return rc;
 }

@@ -121,13 +121,14 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 		{"tolerance", required_argument, NULL, 'T'},
 		{"step", required_argument, NULL, 'E'},
 		{"samples", required_argument, NULL, 'n'},
+		{"ignore-extra", no_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *wflag = NULL, *model = NULL;
 	long long seed = 0, batch = 2, samples = 12;
 	double tol = 1e-2, h = 1e-2;
-	int rc = 0, ch, n_specs = 0;
+	int rc = 0, ch, n_specs = 0, ignore_extra = 0;
 	char **specs = calloc((size_t)argc + 1, sizeof *specs);
 	if (!specs)
 		return dl_error_set(err, DL_ERUN, "out of memory");
@@ -136,6 +137,9 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 		switch (ch) {
 		case 'w':
 			wflag = optarg;
+			break;
+		case 'X':
+			ignore_extra = 1;
 			break;
 		case 's':
 			rc = verb_int("gradcheck", "--seed", optarg, 0, INT64_MAX, &seed, err);
@@ -177,7 +181,7 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 	struct dl_graph *g = C.g;
 	if (rc == 0) {
 		if (wflag)
-			rc = dl_model_load_weights(g, wflag, err);
+			rc = verb_weights(g, wflag, ignore_extra, err);
 		else
 			dl_graph_init_params(g, (uint64_t)seed);
 	}
@@ -316,6 +320,7 @@ const struct verb verb_gradcheck = {
 	"at 0), where the one-sided differences disagree; an element at a kink for\n"
 	"all three is skipped and counted. Prints the worst\n"
 	"per parameter and input; exits 1 above the tolerance (default 1e-2).\n"
-	"Dropout uses the same mask in every evaluation.\n",
+	"Dropout uses the same mask in every evaluation. --ignore-extra skips\n"
+	"(and counts) keys of WEIGHTS the model does not use.\n",
 	gradcheck_main,
 };

@@ -45,6 +45,7 @@ struct infer {
 	struct dl_shape *chunk;  /* [n_inputs] */
 	float **chunk_ptr;
 	int weights_loaded;
+	int ignore_extra;           /* --ignore-extra */
 	const char *wflag;
 	struct dl_rng rng;
 	/* --batch-size with one input: the array's data is read chunk by
@@ -261,7 +262,7 @@ static int ensure_weights(struct infer *I, struct dl_error *err)
 {
 	if (I->weights_loaded || !I->g->params_ready)
 		return 0;
-	int rc = verb_load_weights(I->g, I->wflag, err);
+	int rc = verb_load_weights(I->g, I->wflag, I->ignore_extra, err);
 	if (rc == 0)
 		I->weights_loaded = 1;
 	return rc;
@@ -547,6 +548,7 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		{"format", required_argument, NULL, 'f'},
 		{"batch-size", required_argument, NULL, 'b'},
 		{"threads", required_argument, NULL, 't'},
+		{"ignore-extra", no_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -567,6 +569,9 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		switch (c) {
 		case 'w':
 			I.wflag = optarg;
+			break;
+		case 'X':
+			I.ignore_extra = 1;
 			break;
 		case 'i':
 			ins[n_ins++] = optarg;
@@ -650,6 +655,7 @@ const struct verb verb_infer = {
 	"\n"
 	"  -w, --weights PATH     weights (default: the model's weights: key, else\n"
 	"                         MODEL with .yaml replaced by .safetensors)\n"
+	"      --ignore-extra     skip (and count) weights the model does not use\n"
 	"  -i, --input [NAME=]PATH  read input NAME (or the next input) from PATH\n"
 	"  -o, --output [NAME=]PATH write output NAME (or all outputs) to PATH\n"
 	"  -f, --format npy|text  tensor format (default npy); text is one sample\n"

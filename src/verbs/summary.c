@@ -19,7 +19,7 @@ static struct totals row_totals(const struct dl_graph *g, const struct dl_row *r
 		const struct dl_node *n = &g->nodes[i];
 		t.macs += n->macs;
 		for (int k = 0; k < n->n_params; k++)
-			if (!n->params[k].buffer)
+			if (!n->params[k].buffer && !n->params[k].tie)
 				t.params += dl_shape_numel(&n->params[k].shape);
 	}
 	return t;
@@ -69,6 +69,39 @@ static int print_json(const struct dl_graph *g, int64_t batch)
 	puts(s);
 	free(s);
 	return 0;
+}
+
+/* The key problems of a weights file that failed to load, as a table on
+ * stdout (the error itself is still the one line main.c prints). */
+static void print_weight_problems(struct dl_graph *g, const char *path,
+				  int ignore_extra)
+{
+	struct dl_error e = {0};
+	struct dl_weights_problem *p;
+	int n;
+	if (dl_model_check_weights(g, path, ignore_extra, &p, &n, &e) != 0 || n == 0)
+		return;
+	static const char *const what[3] = {"missing", "unexpected", "mis-shaped"};
+	int kw = 3;
+	for (int i = 0; i < n; i++)
+		if ((int)strlen(p[i].key) > kw)
+			kw = (int)strlen(p[i].key);
+	printf("%s: %d key problem%s\n", path, n, n == 1 ? "" : "s");
+	printf("%-*s  %-10s  %-16s  %-16s  %s\n", kw, "key", "problem", "in the file",
+	       "the model needs", "entry");
+	for (int i = 0; i < n; i++) {
+		char fs[128] = "-", ms[128] = "-", at[64] = "-";
+		if (p[i].kind != 0)
+			dl_shape_str(&p[i].file, fs, sizeof fs);
+		if (p[i].kind != 1)
+			dl_shape_str(&p[i].model, ms, sizeof ms);
+		if (p[i].line)
+			snprintf(at, sizeof at, "%d:%d", p[i].line, p[i].col);
+		printf("%-*s  %-10s  %-16s  %-16s  %s\n", kw, p[i].key, what[p[i].kind],
+		       fs, ms, at);
+	}
+	fflush(stdout);
+	free(p);
 }
 
 static void print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
@@ -124,12 +157,13 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		{"input-shape", required_argument, NULL, 'I'},
 		{"batch-size", required_argument, NULL, 'b'},
 		{"json", no_argument, NULL, 'j'},
+		{"ignore-extra", no_argument, NULL, 'X'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *wflag = NULL, *model = NULL;
 	long long batch = 1;
-	int json = 0, rc = 0, c, n_specs = 0;
+	int json = 0, rc = 0, c, n_specs = 0, ignore_extra = 0;
 	char **specs = calloc((size_t)argc + 1, sizeof *specs);
 	if (!specs)
 		return dl_error_set(err, DL_ERUN, "out of memory");
@@ -138,6 +172,9 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		switch (c) {
 		case 'w':
 			wflag = optarg;
+			break;
+		case 'X':
+			ignore_extra = 1;
 			break;
 		case 'I':
 			specs[n_specs++] = optarg;
@@ -164,7 +201,9 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = verb_infer_shapes(g, specs, n_specs, batch, err);
 	if (rc == 0 && wflag)
-		rc = dl_model_load_weights(g, wflag, err);
+		rc = verb_weights(g, wflag, ignore_extra, err);
+	if (rc == DL_EINPUT && wflag && g && g->params_ready && !json)
+		print_weight_problems(g, wflag, ignore_extra);
 	/* the training plan's size, when every op can be trained */
 	size_t train_bytes = 0;
 	int trainable = 1;
@@ -203,7 +242,9 @@ const struct verb verb_summary = {
 	"parameters, multiply-adds and activation bytes; then the totals, the\n"
 	"weights' bytes and the planned peak memory of one inference.\n"
 	"\n"
-	"  -w, --weights PATH     also check a weights file against the model\n"
+	"  -w, --weights PATH     also check a weights file against the model (keys\n"
+	"                         that do not fit are listed in a table)\n"
+	"      --ignore-extra     with -w: skip (and count) keys the model does not use\n"
 	"      --input-shape NAME=d1,d2,...  per-sample sizes for symbolic inputs\n"
 	"  -b, --batch-size N     batch for shapes and counts (default 1)\n"
 	"      --json             one JSON object instead of the table\n"

@@ -27,6 +27,7 @@ struct cfg {
 	double clip, gamma, min_lr;
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
 	int shuffle, progress, sync_bn;
+	int ignore_extra;           /* --ignore-extra */
 	const char *w, *out, *checkpoint, *resume, *log, *threads;
 	const char *loss_output;       /* output the loss applies to, or NULL */
 	char loss_output_where[512];   /* where it was given, for messages */
@@ -399,7 +400,7 @@ static int setup(struct run *R, struct dl_error *err)
 	}
 	/* weights */
 	if (c->w) {
-		if ((rc = dl_model_load_weights(g, c->w, err)) != 0)
+		if ((rc = verb_weights(g, c->w, c->ignore_extra, err)) != 0)
 			return rc;
 	} else {
 		dl_graph_init_params(g, (uint64_t)c->seed);
@@ -596,7 +597,8 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"threads", required_argument, NULL, 0}, {"progress", no_argument, NULL, 'P'},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"sync-batch-norm", no_argument, NULL, 'B'},
-		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'}, {"ignore-extra", no_argument, NULL, 'X'},
+		{NULL, 0, NULL, 0},
 	};
 	struct run R;
 	memset(&R, 0, sizeof R);
@@ -636,6 +638,9 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 			break;
 		case 'N':
 			c->nesterov = 1;
+			break;
+		case 'X':
+			c->ignore_extra = 1;
 			break;
 		case 'S':
 			c->shuffle = 1;
@@ -716,6 +721,7 @@ const struct verb verb_train = {
 	"          --shuffle (default) | --no-shuffle\n"
 	"Files:    -w INIT.safetensors (else fresh weights from --seed)\n"
 	"          -o OUT.safetensors (default: the model's weights path)\n"
+	"          --ignore-extra (skip, and count, keys of INIT the model does not use)\n"
 	"          --checkpoint PATH --checkpoint-every STEPS, --resume PATH\n"
 	"          --log PATH (JSON lines, one per epoch)\n"
 	"Other:    --threads N, --progress | --no-progress | -q\n"

@@ -3,7 +3,7 @@
 #ifndef DL_VERBS_H
 #define DL_VERBS_H
 
-#include "dlrun.h"
+#include "model/model.h"
 
 struct verb {
 	const char *name;
@@ -30,8 +30,13 @@ int verb_model_arg(const char *verb, int argc, char **argv,
 		   const char **model, struct dl_error *err);
 /* Loads weights into g when it has parameters: from wflag, else the
  * model's default path; a missing default file says how to make one. */
-int verb_load_weights(struct dl_graph *g, const char *wflag,
+int verb_load_weights(struct dl_graph *g, const char *wflag, int ignore_extra,
 		      struct dl_error *err);
+/* Loads the weights file path (every key problem at once); with
+ * ignore_extra, or for keys the model's ignore_keys: names, unused keys
+ * are skipped and counted in one line on stderr. */
+int verb_weights(struct dl_graph *g, const char *path, int ignore_extra,
+		 struct dl_error *err);
 /* Shape inference for verbs that have no data: the model's own sizes with
  * batch `batch`, and --input-shape NAME=d1,d2,... for symbolic ones. */
 int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,

@@ -1,0 +1,460 @@
+/* libdlrun's public interface (dlrun.h) over the engine: one struct
+ * dlrun_model holds the graph, its weights, its plan (cached per input
+ * shape by the graph), its own thread state and, once training began, the
+ * optimizer and one training step (src/train/step.c, as `dlrun train`). */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "dlrun.h"
+#include "engine/graph.h"
+#include "engine/threads.h"
+#include "model/model.h"
+#include "ops/registry.h"
+#include "train/step.h"
+
+struct dlrun_model {
+	struct dl_graph *g;
+	char *weights;             /* weights path, or NULL: the default */
+	int weights_loaded;
+	struct dl_threads th;
+	struct dl_rng rng;
+	struct dl_shape *in_shape; /* [n_inputs] */
+	float **in_ptr;            /* [n_inputs] */
+	float **out_buf;           /* [n_outputs] library-owned outputs */
+	size_t *out_cap;
+
+	int training;              /* dlrun_train_begin succeeded */
+	int planned_train;         /* the plan in place is a training one */
+	struct dl_step step;
+	struct dl_optim opt;
+	struct dl_range *ranges;
+	int n_ranges;
+	float **dout;              /* [n_outputs] */
+	int64_t dout_cap;
+	int64_t *ids;              /* class ids of one batch */
+	int64_t ids_cap;
+	double lr;
+	int64_t steps;
+};
+
+static int api_error(struct dlrun_error *e, const struct dl_error *err)
+{
+	int code = err->code ? err->code : DL_ERUN;
+	if (e) {
+		e->code = code;
+		snprintf(e->message, sizeof e->message, "%s", err->msg);
+	}
+	return code;
+}
+
+static int fail(struct dlrun_error *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct dlrun_error *e, int code, const char *fmt, ...)
+{
+	if (e) {
+		va_list ap;
+		va_start(ap, fmt);
+		e->code = code;
+		vsnprintf(e->message, sizeof e->message, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+static void ok(struct dlrun_error *e)
+{
+	if (e) {
+		e->code = DLRUN_OK;
+		e->message[0] = '\0';
+	}
+}
+
+/* The registry builds its table on first use: once, before any thread
+ * can race on it. */
+static void init_once(void)
+{
+	(void)dl_op_all();
+}
+
+const char *dlrun_version(void)
+{
+	return PACKAGE_VERSION;
+}
+
+void dlrun_close(dlrun_model *m)
+{
+	if (!m)
+		return;
+	for (int k = 0; m->out_buf && k < m->g->n_outputs; k++)
+		free(m->out_buf[k]);
+	for (int k = 0; m->dout && k < m->g->n_outputs; k++)
+		free(m->dout[k]);
+	free(m->out_buf);
+	free(m->out_cap);
+	free(m->dout);
+	free(m->ids);
+	free(m->in_shape);
+	free(m->in_ptr);
+	free(m->ranges);
+	dl_optim_free(&m->opt);
+	dl_graph_free(m->g);
+	free(m->weights);
+	free(m);
+}
+
+/* Loads the weights once the parameters are laid out (the first shape
+ * inference); a model without parameters needs none. */
+static int ensure_weights(dlrun_model *m, struct dl_error *err)
+{
+	struct dl_graph *g = m->g;
+	if (m->weights_loaded || !g->params_ready)
+		return 0;
+	int64_t buffers, params = dl_model_count_params(g, &buffers);
+	int rc = 0;
+	if (m->weights) {
+		rc = dl_model_load_weights(g, m->weights, err);
+	} else if (params + buffers > 0) {
+		char *path = dl_model_default_weights(g);
+		if (!path)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+		if (access(path, F_OK) != 0)
+			rc = dl_error_set(err, DL_EINPUT,
+					  "%s: no weights file (%s); make one with 'dlrun init %s -o %s' "
+					  "or give a weights path",
+					  g->file, path, g->file, path);
+		else
+			rc = dl_model_load_weights(g, path, err);
+		free(path);
+	}
+	if (rc == 0)
+		m->weights_loaded = 1;
+	return rc;
+}
+
+int dlrun_open(dlrun_model **out, const char *model_path,
+	       const char *weights_path, struct dlrun_error *e)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, init_once);
+	if (!out)
+		return fail(e, DLRUN_EINPUT, "dlrun_open: no place for the model");
+	*out = NULL;
+	if (!model_path)
+		return fail(e, DLRUN_EINPUT, "dlrun_open: no model path");
+	dlrun_model *m = calloc(1, sizeof *m);
+	if (!m)
+		return fail(e, DLRUN_ERUN, "out of memory");
+	struct dl_error err = {0};
+	dl_threads_init(&m->th);
+	dl_threads_use(&m->th);
+	dl_rng_seed(&m->rng, 0);
+	int rc = dl_model_load(&m->g, model_path, &err);
+	if (rc == 0 && weights_path && !(m->weights = strdup(weights_path)))
+		rc = dl_error_set(&err, DL_ERUN, "out of memory");
+	if (rc == 0) {
+		int ni = m->g->n_inputs, no = m->g->n_outputs;
+		m->in_shape = calloc((size_t)ni + 1, sizeof *m->in_shape);
+		m->in_ptr = calloc((size_t)ni + 1, sizeof *m->in_ptr);
+		m->out_buf = calloc((size_t)no + 1, sizeof *m->out_buf);
+		m->out_cap = calloc((size_t)no + 1, sizeof *m->out_cap);
+		m->dout = calloc((size_t)no + 1, sizeof *m->dout);
+		if (!m->in_shape || !m->in_ptr || !m->out_buf || !m->out_cap || !m->dout)
+			rc = dl_error_set(&err, DL_ERUN, "out of memory");
+	}
+	if (rc == 0)
+		rc = ensure_weights(m, &err);
+	dl_threads_use(NULL);
+	if (rc) {
+		dlrun_close(m);
+		return api_error(e, &err);
+	}
+	*out = m;
+	ok(e);
+	return 0;
+}
+
+int dlrun_set_threads(dlrun_model *m, int n, struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_set_threads: no model");
+	dl_threads_use(&m->th);
+	dl_set_threads(n);
+	dl_threads_use(NULL);
+	ok(e);
+	return 0;
+}
+
+int dlrun_n_inputs(const dlrun_model *m)
+{
+	return m ? m->g->n_inputs : 0;
+}
+
+int dlrun_n_outputs(const dlrun_model *m)
+{
+	return m ? m->g->n_outputs : 0;
+}
+
+const char *dlrun_input_name(const dlrun_model *m, int i)
+{
+	return m && i >= 0 && i < m->g->n_inputs ? m->g->inputs[i].name : NULL;
+}
+
+const char *dlrun_output_name(const dlrun_model *m, int k)
+{
+	return m && k >= 0 && k < m->g->n_outputs ? m->g->output_names[k] : NULL;
+}
+
+int dlrun_input_shape(const dlrun_model *m, int i, int64_t *dims, int max)
+{
+	if (!m || i < 0 || i >= m->g->n_inputs)
+		return DLRUN_EINPUT;
+	const struct dl_input_spec *s = &m->g->inputs[i];
+	for (int d = 0; d < s->ndim && d < max; d++)
+		dims[d] = s->d[d];
+	return s->ndim;
+}
+
+int dlrun_output_shape(const dlrun_model *m, int k, int64_t *dims, int max)
+{
+	if (!m || k < 0 || k >= m->g->n_outputs)
+		return DLRUN_EINPUT;
+	const struct dl_graph *g = m->g;
+	const struct dl_shape *s = &g->values[g->outputs[k]].shape;
+	for (int d = 1; d < s->ndim && d - 1 < max; d++)
+		dims[d - 1] = g->shapes_ready ? s->d[d] : -1;
+	return s->ndim - 1;
+}
+
+/* Checks the caller's inputs and plans the graph for their shapes. */
+static int prepare(dlrun_model *m, const struct dlrun_tensor *in, int n_in, int train,
+		   struct dl_error *err)
+{
+	struct dl_graph *g = m->g;
+	if (n_in != g->n_inputs)
+		return dl_error_set(err, DL_EINPUT, "%s: the model has %d input%s, %d given",
+				    g->file, g->n_inputs, g->n_inputs == 1 ? "" : "s", n_in);
+	if (g->n_inputs > 0 && !in)
+		return dl_error_set(err, DL_EINPUT, "%s: no inputs given", g->file);
+	for (int i = 0; i < n_in; i++) {
+		if (in[i].ndim < 1 || in[i].ndim > DL_MAX_DIMS)
+			return dl_error_set(err, DL_EINPUT, "input '%s': rank %d; give the batch "
+					    "and %d per-sample dimensions", g->inputs[i].name,
+					    in[i].ndim, g->inputs[i].ndim);
+		struct dl_shape s = dl_shape_make(in[i].ndim, in[i].dims);
+		if (dl_shape_numel(&s) < 0)
+			return dl_error_set(err, DL_EINPUT, "input '%s': negative or too large sizes",
+					    g->inputs[i].name);
+		if (!in[i].data && dl_shape_numel(&s) > 0)
+			return dl_error_set(err, DL_EINPUT, "input '%s': no data", g->inputs[i].name);
+		m->in_shape[i] = s;
+		m->in_ptr[i] = in[i].data;
+	}
+	int rc = dl_graph_infer(g, m->in_shape, err);
+	if (rc == 0)
+		rc = ensure_weights(m, err);
+	if (rc == 0)
+		rc = dl_graph_plan(g, train, err);
+	if (rc == 0)
+		m->planned_train = train;
+	return rc;
+}
+
+int dlrun_run(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
+	      struct dlrun_tensor *out, int n_out, struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_run: no model");
+	struct dl_graph *g = m->g;
+	if (n_out != g->n_outputs || (n_out > 0 && !out))
+		return fail(e, DLRUN_EINPUT, "%s: the model has %d output%s, room for %d given",
+			    g->file, g->n_outputs, g->n_outputs == 1 ? "" : "s", n_out);
+	struct dl_error err = {0};
+	dl_threads_use(&m->th);
+	int rc = prepare(m, in, n_in, 0, &err);
+	for (int k = 0; rc == 0 && k < n_out; k++) {
+		int64_t n = dl_shape_numel(&g->values[g->outputs[k]].shape);
+		if (out[k].data && out[k].capacity < (size_t)n)
+			rc = dl_error_set(&err, DL_EINPUT, "output '%s' needs room for %lld floats, "
+					  "the buffer has %zu", g->output_names[k], (long long)n,
+					  out[k].capacity);
+	}
+	if (rc == 0) {
+		struct dl_ctx ctx = {.train = 0, .rng = &m->rng, .threads = dl_threads()};
+		dl_graph_forward(g, m->in_ptr, &ctx);
+		for (int k = 0; rc == 0 && k < n_out; k++) {
+			const struct dl_value *v = &g->values[g->outputs[k]];
+			size_t n = (size_t)dl_shape_numel(&v->shape);
+			if (!out[k].data) {
+				if (n > m->out_cap[k]) {
+					float *p = realloc(m->out_buf[k], n * sizeof *p + 1);
+					if (!p) {
+						rc = dl_error_set(&err, DL_ERUN, "out of memory");
+						break;
+					}
+					m->out_buf[k] = p;
+					m->out_cap[k] = n;
+				}
+				out[k].data = m->out_buf[k];
+				out[k].capacity = m->out_cap[k];
+			}
+			memcpy(out[k].data, v->data, n * sizeof(float));
+			out[k].ndim = v->shape.ndim;
+			for (int d = 0; d < v->shape.ndim; d++)
+				out[k].dims[d] = v->shape.d[d];
+		}
+	}
+	dl_threads_use(NULL);
+	if (rc)
+		return api_error(e, &err);
+	ok(e);
+	return 0;
+}
+
+int dlrun_train_begin(dlrun_model *m, const struct dlrun_train_options *o,
+		      struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_train_begin: no model");
+	struct dlrun_train_options def = {0};
+	if (!o)
+		o = &def;
+	struct dl_graph *g = m->g;
+	struct dl_error err = {0};
+	enum dl_optim_kind kind = DL_OPTIM_ADAM;
+	enum dl_loss loss = DL_LOSS_CROSS_ENTROPY;
+	int rc = 0;
+	if (o->optimizer)
+		rc = dl_optim_from_name(o->optimizer, &kind, &err);
+	if (rc == 0 && o->loss)
+		rc = dl_loss_from_name(o->loss, &loss, &err);
+	int out = 0;
+	if (rc == 0 && o->loss_output && (out = dl_step_output(g, o->loss_output)) < 0)
+		rc = dl_error_set(&err, DL_EINPUT, "%s: no output named '%s'", g->file,
+				  o->loss_output);
+	if (rc == 0 && !g->params_ready)
+		rc = dl_error_set(&err, DL_EINPUT, "%s: the model has symbolic sizes: run one "
+				  "batch (dlrun_run) before training", g->file);
+	dl_threads_use(&m->th);
+	if (rc == 0 && !m->training)
+		rc = dl_graph_train_setup(g, &err);
+	if (rc == 0 && !m->training)
+		rc = dl_train_ranges(g, &m->ranges, &m->n_ranges, &err);
+	if (rc == 0) {
+		dl_optim_free(&m->opt);
+		struct dl_optim_config oc = dl_optim_defaults(kind);
+		rc = dl_optim_init(&m->opt, &oc, g->n_param_floats, m->ranges, m->n_ranges, &err);
+	}
+	dl_threads_use(NULL);
+	if (rc)
+		return api_error(e, &err);
+	memset(&m->step, 0, sizeof m->step);
+	m->step.g = g;
+	m->step.out = out;
+	m->step.loss = loss;
+	m->step.ignore_index = -100;
+	m->step.dout = m->dout;
+	m->step.opt = &m->opt;
+	m->step.ranges = m->ranges;
+	m->step.n_ranges = m->n_ranges;
+	m->lr = o->lr > 0 ? o->lr : 1e-3;
+	m->steps = 0;
+	dl_rng_seed(&m->rng, o->seed ^ 0x5deece66dULL);
+	m->training = 1;
+	ok(e);
+	return 0;
+}
+
+int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
+		     const struct dlrun_tensor *labels, double *loss,
+		     struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_train_step: no model");
+	if (!m->training)
+		return fail(e, DLRUN_EINPUT, "dlrun_train_step: call dlrun_train_begin first");
+	if (!labels || !labels->data || labels->ndim < 1 || labels->ndim > DLRUN_MAX_DIMS)
+		return fail(e, DLRUN_EINPUT, "dlrun_train_step: no labels");
+	struct dl_graph *g = m->g;
+	struct dl_error err = {0};
+	dl_threads_use(&m->th);
+	int rc = prepare(m, in, n_in, 1, &err);
+	struct dl_batch b = {0};
+	int64_t rows = 0, classes = 0;
+	if (rc == 0) {
+		const struct dl_shape *os = &g->values[g->outputs[m->step.out]].shape;
+		int64_t n = dl_shape_numel(os);
+		if (n > m->dout_cap) {
+			float *p = realloc(m->dout[m->step.out], (size_t)(n + 1) * sizeof *p);
+			if (!p)
+				rc = dl_error_set(&err, DL_ERUN, "out of memory");
+			else {
+				m->dout[m->step.out] = p;
+				m->dout_cap = n;
+			}
+		}
+		b.n = os->d[0];
+		b.in = m->in_ptr;
+		b.yshape = dl_shape_make(labels->ndim, labels->dims);
+		if (rc == 0)
+			rc = dl_loss_shape(m->step.loss, os, &b.yshape, &rows, &classes, &err);
+	}
+	if (rc == 0 && dl_loss_takes_ids(m->step.loss)) {
+		int64_t n = dl_shape_numel(&b.yshape);
+		if (n > m->ids_cap) {
+			int64_t *p = realloc(m->ids, (size_t)(n + 1) * sizeof *p);
+			if (!p)
+				rc = dl_error_set(&err, DL_ERUN, "out of memory");
+			else {
+				m->ids = p;
+				m->ids_cap = n;
+			}
+		}
+		for (int64_t i = 0; rc == 0 && i < n; i++) {
+			float v = labels->data[i];
+			if (v != (float)(int64_t)v)
+				rc = dl_error_set(&err, DL_EINPUT, "label %lld is %g, not a class id",
+						  (long long)i, (double)v);
+			else
+				m->ids[i] = (int64_t)v;
+		}
+		if (rc == 0)
+			rc = dl_loss_check_labels(m->ids, n, classes, m->step.ignore_index,
+						  "labels", &err);
+		b.ids = m->ids;
+	} else {
+		b.targets = labels->data;
+	}
+	double l = 0;
+	if (rc == 0) {
+		struct dl_ctx ctx = {.train = 1, .rng = &m->rng, .threads = dl_threads()};
+		rc = dl_train_step(&m->step, &b, m->lr, m->steps + 1, &ctx, &l, &err);
+		if (rc == 0)
+			m->steps++;
+	}
+	dl_threads_use(NULL);
+	if (rc)
+		return api_error(e, &err);
+	if (loss)
+		*loss = l;
+	ok(e);
+	return 0;
+}
+
+int dlrun_save_weights(dlrun_model *m, const char *path, struct dlrun_error *e)
+{
+	if (!m || !path)
+		return fail(e, DLRUN_EINPUT, "dlrun_save_weights: no model or path");
+	if (!m->g->params_ready)
+		return fail(e, DLRUN_EINPUT, "%s: the model has symbolic sizes: run one batch "
+			    "(dlrun_run) before saving its weights", m->g->file);
+	struct dl_error err = {0};
+	if (dl_model_save_weights(m->g, path, NULL, 0, &err) != 0)
+		return api_error(e, &err);
+	ok(e);
+	return 0;
+}

@@ -1,0 +1,73 @@
+#!/bin/sh
+# libdlrun through its public header (tests/api_test.c, linked against the
+# shared library): the same numbers as `dlrun infer`, two models on two
+# threads, errors as values, a training step; under valgrind with
+# DLRUN_VALGRIND=yes. Also builds examples/embed.c and runs it. Prints TAP.
+#
+# Environment: see tests/lib.sh; API_TEST and EMBED (the built programs).
+
+# shellcheck source=tests/lib.sh
+. "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+
+: "${API_TEST:=./tests/api_test}"
+: "${EMBED:=./examples/embed}"
+case $API_TEST in /*) ;; *) API_TEST=$(pwd)/$API_TEST ;; esac
+case $EMBED in /*) ;; *) EMBED=$(pwd)/$EMBED ;; esac
+m=$srcdir/models
+
+# run_api ARGS...: runs api_test (under valgrind when asked)
+run_api() {
+	if [ "$DLRUN_VALGRIND" = yes ]; then
+		valgrind --error-exitcode=99 --leak-check=full \
+			--errors-for-leak-kinds=definite --show-leak-kinds=definite -q \
+			"$API_TEST" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	else
+		"$API_TEST" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	fi
+	rc=$?
+	return 0
+}
+
+t_same_as_infer() {
+	run_api run "$m/mlp.yaml" "$m/mlp-input.txt"
+	expect_rc 0
+	cp "$tmp/stdout" "$tmp/api.txt"
+	run_dlrun infer --format text "$m/mlp.yaml" <"$m/mlp-input.txt"
+	expect_rc 0
+	cmp -s "$tmp/api.txt" "$tmp/stdout" || fail "dlrun_run and dlrun infer differ"
+}
+check "dlrun_run gives dlrun infer's numbers (mlp)" t_same_as_infer
+
+t_threads() {
+	run_api threads "$m/mlp.yaml" "$m/lenet5.yaml"
+	expect_rc 0
+}
+check "two models open at once, each on its own thread" t_threads
+
+t_errors() {
+	run_api errors "$m/mlp.yaml"
+	expect_rc 0
+	[ "$(grep -c '^error: ' "$tmp/stdout")" -eq 7 ] || fail "not every error came back"
+}
+check "bad paths, shapes, counts and calls are errors with messages" t_errors
+
+t_train() {
+	run_api train "$m/mlp.yaml" "$tmp/trained.safetensors"
+	expect_rc 0
+	[ -s "$tmp/trained.safetensors" ] || fail "no weights written"
+	run_dlrun infer -w "$tmp/trained.safetensors" "$m/mlp.yaml" <"$m/mlp-input.npy"
+	expect_rc 0
+}
+check "training steps lower the loss; saved weights load in dlrun" t_train
+
+t_embed() {
+	"$EMBED" "$m/mlp.yaml" "$m/mlp-input.txt" >"$tmp/embed.txt" 2>"$tmp/stderr"
+	rc=$?
+	expect_rc 0
+	run_dlrun infer --format text "$m/mlp.yaml" <"$m/mlp-input.txt"
+	head -n 3 "$tmp/embed.txt" | cmp -s - "$tmp/stdout" || fail "examples/embed prints other numbers"
+	grep -q '^loss ' "$tmp/embed.txt" || fail "examples/embed printed no loss"
+}
+check "examples/embed.c runs the quick-start MLP" t_embed
+
+done_testing
