@@ -162,12 +162,35 @@ struct dl_ctx {
 	int threads;
 	const float *const *dout;  /* backward of a node with several outputs:
 	                            * dL/d output k for k < n_out */
+	const struct dl_shard *shard;  /* data-parallel training, else NULL */
 };
 
 /* Most ops have one output; an op whose n_outputs says more gets `out` as
  * an array of n_out shapes (infer) or tensors (forward, backward), and
  * reads the gradients of all of them from ctx->dout in backward. */
 #define DL_MAX_OUT 4
+
+/* Data-parallel training (src/train/dist.c): this process computes samples
+ * [off, off + n) of a global batch of `total`. Random masks are drawn as
+ * one process would for the whole batch (dl_shard_rng_skip); with sync_bn,
+ * batch norm sums its statistics over all processes through allreduce. */
+struct dl_shard {
+	int64_t off, n, total;
+	double weight;             /* n / total: this gradient's share */
+	int sync_bn;
+	/* sums buf[0..len) over every process, in place */
+	void (*allreduce)(const struct dl_shard *s, double *buf, int len);
+	void *user;
+};
+
+/* Advances rng past the draws of `samples` samples of `per_sample` draws
+ * each (one dl_rng_uniform is one draw); nothing when s is NULL. */
+static inline void dl_shard_rng_skip(const struct dl_shard *s, struct dl_rng *rng,
+				     int64_t samples, int64_t per_sample)
+{
+	for (int64_t i = 0; s && i < samples * per_sample; i++)
+		(void)dl_rng_next(rng);
+}
 
 /* Shape inference: check the inputs and hyperparameters, set *out, declare
  * parameters, ws_bytes, saved_bytes and macs. Errors name the entry (or the

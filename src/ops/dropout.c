@@ -83,8 +83,19 @@ static void dropout_fwd(struct dl_node *n, const struct dl_tensor *in,
 			memcpy(out->data, in[0].data, (size_t)(G * S) * sizeof(float));
 		return;
 	}
+	/* data-parallel: the draws of the samples of the other processes'
+	 * shards are skipped, so each sample gets the mask of one process */
+	const struct dl_shard *sh = ctx->shard;
+	int64_t N = in[0].shape.d[0], per = 0, S1;
+	struct dl_shape one = in[0].shape;
+	one.d[0] = 1;
+	dropout_groups(n, &one, &per, &S1);
+	if (sh)
+		dl_shard_rng_skip(sh, ctx->rng, sh->off, per);
 	dropout_forward(out->data, ctx->saved, in[0].data, ctx->rng, n->hp[0].f,
 			G, S);
+	if (sh)
+		dl_shard_rng_skip(sh, ctx->rng, sh->total - sh->off - N, per);
 }
 
 static void dropout_bwd(struct dl_node *n, const struct dl_tensor *in,

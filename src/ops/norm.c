@@ -6,6 +6,7 @@
  * backward when training. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/op.h"
@@ -199,6 +200,93 @@ DL_CLONES static void bn_backward(float *dx, float *dw, float *db, const float *
 	}
 }
 
+/* --sync-batch-norm: bn_stats over the samples of every process (sums of
+ * x and x^2 and the count all-reduced in double), so each process
+ * normalises with the statistics of the whole global batch. */
+static void bn_stats_sync(const struct dl_shard *sh, float *mean, float *rstd, float *rm,
+			  float *rv, double momentum, const float *x, int64_t N, int64_t C,
+			  int64_t S, double eps)
+{
+	double *buf = calloc((size_t)(2 * C + 1), sizeof *buf);
+	if (!buf)
+		abort();   /* C doubles; the collective cannot be skipped */
+	for (int64_t c = 0; c < C; c++)
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S;
+			for (int64_t q = 0; q < S; q++) {
+				buf[c] += xr[q];
+				buf[C + c] += (double)xr[q] * xr[q];
+			}
+		}
+	buf[2 * C] = (double)(N * S);
+	sh->allreduce(sh, buf, (int)(2 * C + 1));
+	double M = buf[2 * C];
+	for (int64_t c = 0; c < C; c++) {
+		double mu = M > 0 ? buf[c] / M : 0.0;
+		double var = M > 0 ? buf[C + c] / M - mu * mu : 0.0;
+		if (var < 0)
+			var = 0;
+		mean[c] = (float)mu;
+		rstd[c] = (float)(1.0 / sqrt(var + eps));
+		if (rm && M > 0) {
+			double unb = M > 1 ? var * M / (M - 1) : var;
+			rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mu);
+			rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * unb);
+		}
+	}
+	free(buf);
+}
+
+/* bn_backward with the batch means of dy and dy xhat taken over every
+ * process. Each process back-propagates its own shard's mean loss, whose
+ * gradients count sh->weight in the global one, so the sums are weighted
+ * before the all-reduce and dx is scaled back by 1 / weight. dw and db get
+ * the local sums (the gradient all-reduce weights them). */
+static void bn_backward_sync(const struct dl_shard *sh, float *dx, float *dw, float *db,
+			     const float *dy, const float *x, const float *mean,
+			     const float *rstd, const float *w, int64_t N, int64_t C, int64_t S)
+{
+	double *buf = calloc((size_t)(2 * C + 1), sizeof *buf);
+	if (!buf)
+		abort();
+	for (int64_t c = 0; c < C; c++) {
+		double sdy = 0.0, sdyx = 0.0;
+		float mu = mean[c], rs = rstd[c];
+		for (int64_t nn = 0; nn < N; nn++) {
+			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
+			for (int64_t q = 0; q < S; q++) {
+				sdy += dyr[q];
+				sdyx += (double)dyr[q] * (xr[q] - mu) * rs;
+			}
+		}
+		if (dw)
+			dw[c] += (float)sdyx;
+		if (db)
+			db[c] += (float)sdy;
+		buf[c] = sh->weight * sdy;
+		buf[C + c] = sh->weight * sdyx;
+	}
+	buf[2 * C] = (double)(N * S);
+	sh->allreduce(sh, buf, (int)(2 * C + 1));
+	double M = buf[2 * C];
+	if (dx && N > 0 && sh->weight > 0 && M > 0)
+		for (int64_t c = 0; c < C; c++) {
+			float k = rstd[c] * (w ? w[c] : 1.0f);
+			float mdy = (float)(buf[c] / M / sh->weight);
+			float mdyx = (float)(buf[C + c] / M / sh->weight);
+			float mu = mean[c], rs = rstd[c];
+			for (int64_t nn = 0; nn < N; nn++) {
+				const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
+				float *dxr = dx + (nn * C + c) * S;
+				for (int64_t q = 0; q < S; q++) {
+					float xhat = (xr[q] - mu) * rs;
+					dxr[q] += k * (dyr[q] - mdy - xhat * mdyx);
+				}
+			}
+		}
+	free(buf);
+}
+
 /* Running statistics as mean and rstd. */
 static void bn_running(float *mean, float *rstd, const float *rm,
 		       const float *rv, int64_t C, double eps)
@@ -218,7 +306,9 @@ static void bn_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	float *rm = param_data(n, "running_mean"), *rv = param_data(n, "running_var");
 	float *stats = ctx->saved ? ctx->saved : ctx->ws;
 	float *mean = stats, *rstd = stats + C;
-	if (ctx->train || !rm)
+	if (ctx->train && ctx->saved && ctx->shard && ctx->shard->sync_bn)
+		bn_stats_sync(ctx->shard, mean, rstd, rm, rv, mom, in[0].data, N, C, S, eps);
+	else if (ctx->train || !rm)
 		bn_stats(mean, rstd, ctx->train ? rm : NULL, rv, mom, in[0].data,
 			 N, C, S, eps);
 	else
@@ -248,6 +338,12 @@ static void bn_op_backward(struct dl_node *n, const struct dl_tensor *in,
 			bn_stats(mean, rstd, NULL, NULL, 0.0, in[0].data, N, C, S, eps);
 		else
 			bn_running(mean, rstd, rm, rv, C, eps);
+	}
+	if (batch && ctx->saved && ctx->shard && ctx->shard->sync_bn) {
+		bn_backward_sync(ctx->shard, din ? din[0] : NULL, param_grad(n, "weight"),
+				 param_grad(n, "bias"), dout, in[0].data, mean, rstd,
+				 param_data(n, "weight"), N, C, S);
+		return;
 	}
 	bn_backward(din ? din[0] : NULL, param_grad(n, "weight"),
 		    param_grad(n, "bias"), dout, in[0].data, mean, rstd,

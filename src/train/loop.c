@@ -80,16 +80,36 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 	bt->targets = d->y.ids ? NULL : t->by;
 }
 
+/* The data-parallel run's dl_dist, or NULL for one process. */
+static struct dl_dist *dist_of(const struct dl_trainer *t)
+{
+	return t->dist && t->dist->size > 1 ? t->dist : NULL;
+}
+
+static int reduce_grads(void *user, float *grad, size_t n, double *loss, struct dl_error *err)
+{
+	return dl_dist_reduce_grads(user, grad, n, loss, err);
+}
+
 static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_error *err)
 {
 	const struct dl_dataset *d = t->val;
+	struct dl_dist *D = dist_of(t);
 	struct dl_ctx ctx = {.train = 0, .rng = &t->pos.rng, .threads = dl_threads()};
 	double sum = 0;
 	int64_t correct = 0, counted = 0, seen = 0;
 	for (int64_t off = 0; off < d->n; off += t->batch) {
 		int64_t b = d->n - off < t->batch ? d->n - off : t->batch;
+		int64_t lo = 0;
+		if (D && !D->local_data) {   /* this process's shard of the batch */
+			dl_dist_set_shard(D, b);
+			lo = D->shard.off;
+			b = D->shard.n;
+			if (b == 0)
+				continue;
+		}
 		for (int64_t i = 0; i < b; i++)
-			t->perm[i] = off + i;   /* perm is rebuilt each epoch */
+			t->perm[i] = off + lo + i;   /* perm is rebuilt each epoch */
 		int rc = plan_for(t, d, b, 0, err);
 		if (rc)
 			return rc;
@@ -104,6 +124,16 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 		seen += b;
 		correct += c;
 		counted += n;
+	}
+	if (D) {
+		double sums[4] = {sum, (double)seen, (double)correct, (double)counted};
+		int rc = dl_dist_sum(D, sums, 4, err);
+		if (rc)
+			return rc;
+		sum = sums[0];
+		seen = (int64_t)sums[1];
+		correct = (int64_t)sums[2];
+		counted = (int64_t)sums[3];
 	}
 	*loss = seen ? sum / (double)seen : NAN;
 	*acc = counted ? (double)correct / (double)counted : NAN;
@@ -146,6 +176,12 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 	double t0 = now();
 	int64_t samples = 0;
 	int rc = 0;
+	struct dl_dist *D = dist_of(t);
+	if (D) {
+		ctx.shard = &D->shard;
+		t->step.reduce = reduce_grads;
+		t->step.reduce_user = D;
+	}
 	for (; t->pos.epoch < t->epochs; t->pos.epoch++, t->pos.batch = 0) {
 		/* the epoch's order depends only on (seed, epoch): resumable */
 		struct dl_rng order;
@@ -165,10 +201,16 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 		for (; t->pos.batch < nb; t->pos.batch++) {
 			int64_t off = t->pos.batch * bs;
 			int64_t b = n - off < bs ? n - off : bs;
-			if ((rc = plan_for(t, t->train, b, 1, err)) != 0)
+			int64_t lo = 0, nr = b;   /* this process's shard */
+			if (D) {
+				dl_dist_set_shard(D, b);
+				lo = D->shard.off;
+				nr = D->shard.n;
+			}
+			if ((rc = plan_for(t, t->train, nr, 1, err)) != 0)
 				return rc;
 			struct dl_batch bt;
-			gather(t, t->train, t->perm + off, b, &bt);
+			gather(t, t->train, t->perm + off + lo, nr, &bt);
 			lr = dl_lr_at(&t->sched, t->pos.step);
 			double loss;
 			if ((rc = dl_train_step(&t->step, &bt, lr, t->pos.step, &ctx, &loss, err)) != 0)
@@ -186,7 +228,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 							    rate > 0 ? (double)left / rate : 0};
 				t->on_batch(t->user, &r);
 			}
-			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0) {
+			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0 &&
+			    (!D || D->rank == 0)) {
 				struct dl_train_pos p = t->pos;
 				p.batch++;
 				if (p.batch == nb) {

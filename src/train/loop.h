@@ -9,6 +9,7 @@
 
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/dist.h"
 #include "train/step.h"
 
 /* After each step (for a progress bar). */
@@ -49,6 +50,8 @@ struct dl_trainer {
 	 * stops after the current step, writes a checkpoint when it has a
 	 * checkpoint path, and returns DL_ESIGNAL - the signal. NULL: never. */
 	volatile sig_atomic_t *stop;
+	struct dl_dist *dist;             /* data-parallel (train/dist.h), or
+	                                   * NULL: one process */
 
 	/* the run's state */
 	struct dl_optim opt;

@@ -67,7 +67,7 @@ int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_
 	struct dl_graph *g = s->g;
 	double l = 0;
 	dl_step_forward(s, b->in, ctx);
-	if (b->ids || b->targets) {
+	if ((b->ids || b->targets) && b->n > 0) {
 		int rc = dl_step_loss(s, b, 1, &l, NULL, NULL, err);
 		if (rc)
 			return rc;
@@ -86,6 +86,11 @@ int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_
 		}
 	}
 	dl_step_backward(s, NULL, ctx);
+	if (s->reduce) {
+		int rc = s->reduce(s->reduce_user, g->grad_block, g->n_param_floats, &l, err);
+		if (rc)
+			return rc;
+	}
 	dl_step_update(s, lr);
 	if (loss)
 		*loss = l;

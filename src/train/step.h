@@ -25,6 +25,11 @@ struct dl_step {
 	const struct dl_range *ranges;  /* trainable ranges (clipping) */
 	int n_ranges;
 	double clip;              /* > 0: clip the global gradient norm */
+	/* data-parallel training: between backward and the update, turns
+	 * this process's gradient (n floats) and loss into the global
+	 * batch's; NULL in one process */
+	int (*reduce)(void *user, float *grad, size_t n, double *loss, struct dl_error *err);
+	void *reduce_user;
 };
 
 /* One batch: the model's inputs and the labels of the loss output. */

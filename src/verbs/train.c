@@ -15,6 +15,7 @@
 #include "model/yamlutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/dist.h"
 #include "train/loop.h"
 #include "verbs/verbs.h"
 
@@ -26,7 +27,7 @@ struct cfg {
 	int nesterov, wd_set, betas_set, eps_set;
 	double clip, gamma, min_lr;
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
-	int shuffle, progress;
+	int shuffle, progress, sync_bn;
 	int ignore_extra;           /* --ignore-extra */
 	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
 	const char *loss_output;       /* output the loss applies to, or NULL */
@@ -180,7 +181,11 @@ struct run {
 	struct dl_graph *g;
 	struct dl_dataset train, val;
 	struct dl_trainer t;
+	struct dl_dist dist;   /* data-parallel over MPI; size 1: one process */
 	FILE *log;
+	char *paths[4];        /* data paths with {rank} replaced */
+	char threads[24];      /* the default --threads under mpirun */
+	int same_error;        /* the error is every process's: rank 0 says it */
 	int tty;
 	double last_draw;
 };
@@ -449,15 +454,133 @@ static int setup(struct run *R, struct dl_error *err)
 	t->on_batch = on_batch;
 	t->on_epoch = on_epoch;
 	t->user = R;
+	t->dist = &R->dist;
 	if ((rc = dl_trainer_init(t, err)) != 0)
 		return rc;
-	if (c->log) {
+	if (c->log && R->dist.rank == 0) {   /* rank 0 alone logs */
 		R->log = fopen(c->log, c->resume ? "a" : "w");
 		if (!R->log)
 			return dl_error_set(err, DL_EINPUT, "%s: cannot write the log: %s", c->log,
 					    strerror(errno));
 	}
 	return 0;
+}
+
+/* ---- data-parallel training (train/dist.h) ---- */
+
+/* path with every "{rank}" replaced by the rank, in a malloc()ed string
+ * kept in *keep (freed by the caller); path itself when it has none. */
+static const char *rank_path(const char *path, int rank, char **keep)
+{
+	if (!path || !strstr(path, "{rank}"))
+		return path;
+	size_t len = strlen(path) + 1;
+	for (const char *p = path; (p = strstr(p, "{rank}")); p += 6)
+		len += 16;
+	char *s = malloc(len), *o = s;
+	if (!s)
+		return path;
+	for (const char *p = path; *p;) {
+		if (strncmp(p, "{rank}", 6) == 0) {
+			o += sprintf(o, "%d", rank);
+			p += 6;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	*keep = s;
+	return s;
+}
+
+/* Starts MPI under mpirun; checks that the global batch divides among the
+ * processes; one data file per process when --data names {rank}. */
+static int dist_setup(struct run *R, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	int rc = dl_dist_open(&R->dist, err);
+	if (rc)
+		return rc;
+	struct dl_dist *d = &R->dist;
+	d->sync_bn = c->sync_bn;
+	if (d->size < 2)
+		return 0;
+	long long k = d->size;
+	/* the machine's processors shared by its processes of the job */
+	const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	long nproc = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
+	if (!c->threads && local > 1 && nproc > 0) {
+		snprintf(R->threads, sizeof R->threads, "%ld", nproc / local > 1 ? nproc / local : 1);
+		c->threads = R->threads;
+	}
+	if (c->batch % k != 0) {
+		R->same_error = 1;   /* every process finds it */
+		long long lo = c->batch / k * k, hi = lo + k;
+		if (lo > 0)
+			return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
+					    "does not divide among %lld processes; %lld or %lld would",
+					    c->batch, k, lo, hi);
+		return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
+				    "does not divide among %lld processes; %lld (or a multiple of "
+				    "%lld) would", c->batch, k, hi, k);
+	}
+	if (c->data && strcmp(c->data, "-") == 0) {
+		R->same_error = 1;
+		return dl_error_set(err, DL_EINPUT, "train: --data - (a stream on stdin) cannot be "
+				    "shared among %lld processes; give a file (or one per process: "
+				    "--data 'shard-{rank}.npz')", k);
+	}
+	if (c->data && strstr(c->data, "{rank}")) {
+		d->local_data = 1;
+		c->batch /= k;   /* each process's batch of its own file */
+	}
+	c->data = rank_path(c->data, d->rank, &R->paths[0]);
+	c->labels = rank_path(c->labels, d->rank, &R->paths[1]);
+	c->val_data = rank_path(c->val_data, d->rank, &R->paths[2]);
+	c->val_labels = rank_path(c->val_labels, d->rank, &R->paths[3]);
+	return 0;
+}
+
+/* One file per process: every file must hold as many samples, so that
+ * every process takes as many steps. */
+static int dist_check_data(struct run *R, struct dl_error *err)
+{
+	struct dl_dist *d = &R->dist;
+	if (d->size < 2 || !d->local_data)
+		return 0;
+	double n = (double)R->train.n, s[2] = {n, n * n};
+	int rc = dl_dist_sum(d, s, 2, err);
+	if (rc)
+		return rc;
+	if (s[1] * d->size != s[0] * s[0])
+		return dl_error_set(err, DL_EINPUT, "%s: %lld samples, but the files of the other "
+				    "processes hold %.0f in all; with one file per process every "
+				    "file needs as many samples", R->c.data, (long long)R->train.n,
+				    s[0] - n);
+	return 0;
+}
+
+/* The end of a data-parallel run: a failing process ends the whole job
+ * with one line naming it; the others wait for rank 0's files. */
+static int dist_finish(struct run *R, int rc, struct dl_error *err)
+{
+	struct dl_dist *d = &R->dist;
+	if (d->active && d->size > 1) {
+		if (rc && R->same_error && d->rank != 0)
+			dl_dist_wait_abort(d);   /* rank 0 says it */
+		if (rc) {
+			fprintf(stderr, "dlrun: rank %d: %s\n", d->rank,
+				err->msg[0] ? err->msg : "failed");
+			dl_dist_abort(d, rc == DL_EINPUT ? 2 : 1);
+		}
+		double done = 1;   /* every rank waits until rank 0 has written */
+		rc = dl_dist_sum(d, &done, 1, err);
+		if (rc == 0 && d->rank == 0 && R->c.progress != 0)
+			fprintf(stderr, "mpi: %d processes, %.3f s in MPI_Allreduce (%lld calls)\n",
+				d->size, d->allreduce_s, (long long)d->allreduce_calls);
+	}
+	dl_dist_close(d);
+	return rc;
 }
 
 static int train_main(int argc, char **argv, struct dl_error *err)
@@ -483,6 +606,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"threads", required_argument, NULL, 0}, {"progress", no_argument, NULL, 'P'},
 		{"max-memory", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
+		{"sync-batch-norm", no_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'}, {"ignore-extra", no_argument, NULL, 'X'},
 		{NULL, 0, NULL, 0},
 	};
@@ -540,8 +664,13 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		case 'q':
 			c->progress = 0;
 			break;
+		case 'B':
+			c->sync_bn = 1;
+			break;
 		}
 	}
+	if (rc == 0)
+		rc = dist_setup(&R, err);
 	if (rc == 0 && c->checkpoint && !c->ckpt_every)
 		rc = dl_error_set(err, DL_EINPUT, "train: --checkpoint needs --checkpoint-every STEPS");
 	if (rc == 0)
@@ -554,10 +683,14 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		if (!out)
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
 	}
+	if (R.dist.rank != 0)   /* rank 0 alone shows progress */
+		c->progress = 0;
 	R.tty = c->progress == 1 ||
 		(c->progress < 0 && isatty(2) && tcgetpgrp(2) == getpgrp());
 	if (rc == 0)
 		rc = setup(&R, err);
+	if (rc == 0)
+		rc = dist_check_data(&R, err);
 	if (rc == 0) {
 		/* SIGINT or SIGTERM stops at the next step boundary (after a
 		 * checkpoint); the handler resets itself, so a second one ends
@@ -576,11 +709,14 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 	}
-	if (rc == 0) {
+	if (rc == 0 && R.dist.rank == 0) {   /* rank 0 alone writes */
 		const char *meta[] = {"format", "pt"};
 		rc = dl_model_save_weights(R.g, out, meta, 1, err);
 	}
+	rc = dist_finish(&R, rc, err);
 	free(out);
+	for (int i = 0; i < 4; i++)
+		free(R.paths[i]);
 	if (R.log)
 		fclose(R.log);
 	dl_trainer_free(&R.t);
@@ -618,6 +754,9 @@ const struct verb verb_train = {
 	"          --log PATH (JSON lines, one per epoch)\n"
 	"Other:    --threads N, --progress | --no-progress | -q\n"
 	"          --max-memory SIZE (refuse a bigger plan; default 80% of RAM)\n"
+	"Several processes: mpirun -np K dlrun train ... (built with MPI):\n"
+	"          --batch-size is the global batch; --sync-batch-norm;\n"
+	"          --data 'shard-{rank}.npz' for one file per process\n"
 	"\n"
 	"The model's train: mapping gives defaults under the same names with\n"
 	"underscores (batch_size: 64); flags override it.\n",
