@@ -149,6 +149,11 @@ struct dl_ctx {
 	int train;                 /* PyTorch's train() semantics */
 	struct dl_rng *rng;        /* dropout masks (training) */
 	int threads;
+	int fixed_weights;         /* the parameters stay as they are for the
+	                            * life of the graph (dlrun infer, dlrun
+	                            * bench without --train): an op may keep
+	                            * a transform of them in n->priv, made at
+	                            * its first call */
 };
 
 /* Shape inference: check the inputs and hyperparameters, set *out, declare

@@ -5,6 +5,7 @@
  * the wrong shape. 1D ops are the 2D kernels with H = 1. Scratch comes
  * from the planned workspace, one slot per thread. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -765,15 +766,20 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 /* The forward convolution by Winograd. Units: image x group x block of
  * tile rows, on nt threads, each with its slot of ws; U after the slots. */
 static void wino_forward(float *y, const float *x, const float *w,
-			 const float *b, float *ws, const struct geom *g, int nt)
+			 const float *Uk, const float *b, float *ws,
+			 const struct geom *g, int nt)
 {
 	struct wino p = wino_plan(g);
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
 	int64_t blocks = (p.TH + p.rows - 1) / p.rows, units = g->N * g->G * blocks;
 	if (units == 0)
 		return;
-	float *U = ws + (int64_t)nt * slot;
-	wino_weights(U, w, g->OC, Cg, nt);
+	const float *U = Uk;
+	if (!U) {
+		float *Uw = ws + (int64_t)nt * slot;
+		wino_weights(Uw, w, g->OC, Cg, nt);
+		U = Uw;
+	}
 	if (units < nt)
 		nt = (int)units;
 	int saved = blas_serial_begin(nt);
@@ -843,10 +849,11 @@ static void reduce_partials(float *dw, const float *part, int64_t slot,
 /* y [N, OC, OH, OW] = conv(x [N, C, H, W], w [OC, C/G, kh, kw]) + b.
  * Units: image x group x tile of output rows. ws: nt slots. */
 static void conv_forward(float *y, const float *x, const float *w,
-			 const float *b, float *ws, const struct geom *g, int nt)
+			 const float *Uk, const float *b, float *ws,
+			 const struct geom *g, int nt)
 {
 	if (winograd(g)) {
-		wino_forward(y, x, w, b, ws, g, nt);
+		wino_forward(y, x, w, Uk, b, ws, g, nt);
 		return;
 	}
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
@@ -1115,6 +1122,39 @@ static const float *bias_of(const struct dl_node *n, const struct geom *g)
 	return g->has_bias ? n->params[1].data : NULL;
 }
 
+/* Winograd's transformed weights, kept in n->priv when the weights are
+ * fixed (ctx->fixed_weights, inference only): made at the first call, so
+ * a forward pass costs the 16 GEMMs and the data transforms alone (for
+ * resnet18's 512->512 convolutions at 7x7 the weight transform was most
+ * of the time). In training the weights change at every step, and the
+ * one forward of a step transforms them into the planned scratch as
+ * before. NULL: transform per call. */
+struct wino_keep {
+	const float *w;   /* the weights U was made from */
+	int64_t size;     /* floats of U */
+	float U[];
+};
+
+static const float *wino_kept(struct dl_node *n, const struct geom *g,
+			      const struct dl_ctx *ctx, int nt)
+{
+	if (!winograd(g) || !ctx->fixed_weights || ctx->train)
+		return NULL;
+	const float *w = n->params[0].data;
+	int64_t size = shared_floats(g);
+	struct wino_keep *k = n->priv;
+	if (k && k->w == w && k->size == size)
+		return k->U;
+	free(n->priv);
+	n->priv = k = malloc(sizeof *k + (size_t)size * sizeof(float));
+	if (!k)
+		return NULL;
+	k->w = w;
+	k->size = size;
+	wino_weights(k->U, w, g->OC, cin_g(g), nt);
+	return k->U;
+}
+
 static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 			    struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -1127,7 +1167,8 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	else if (depthwise(&g))
 		depthwise_forward(out->data, in[0].data, w, b, &g);
 	else
-		conv_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
+		conv_forward(out->data, in[0].data, w, wino_kept(n, &g, ctx, nt), b,
+			     ctx->ws, &g, nt);
 }
 
 static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
