@@ -586,8 +586,11 @@ static struct wino wino_plan(const struct geom *g)
 	p.rows = WINO_TILES / p.TW;
 	if (p.rows < 1)
 		p.rows = 1;
-	if (p.rows > p.TH)
-		p.rows = p.TH;
+	/* blocks run on across images: at small sizes (resnet18's 512
+	 * channels at 2x2) one image has a tile or two, and GEMMs that thin
+	 * spend their time packing U */
+	if (p.rows > g->N * p.TH)
+		p.rows = g->N * p.TH > 0 ? g->N * p.TH : 1;
 	p.T = p.rows * p.TW;
 	return p;
 }
@@ -771,7 +774,8 @@ static void wino_forward(float *y, const float *x, const float *w,
 {
 	struct wino p = wino_plan(g);
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
-	int64_t blocks = (p.TH + p.rows - 1) / p.rows, units = g->N * g->G * blocks;
+	int64_t R = g->N * p.TH;   /* tile rows of the whole batch */
+	int64_t blocks = (R + p.rows - 1) / p.rows, units = g->G * blocks;
 	if (units == 0)
 		return;
 	const float *U = Uk;
@@ -785,19 +789,32 @@ static void wino_forward(float *y, const float *x, const float *w,
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
-		int64_t nn = u / (g->G * blocks), gi = u / blocks % g->G, bl = u % blocks;
-		int64_t th0 = bl * p.rows, th1 = th0 + p.rows < p.TH ? th0 + p.rows : p.TH;
-		int64_t tiles = (th1 - th0) * p.TW;
+		int64_t gi = u / blocks, bl = u % blocks;
+		/* tile rows [r0, r1) of the batch: pieces of one or more images */
+		int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
+		int64_t tiles = (r1 - r0) * p.TW;
 		float *V = ws + thread_id() * slot, *M = V + 16 * Cg * p.T;
 		float *pad = M + 16 * OCg * p.T, *out = pad + 4 * (2 * p.TW + 2);
-		wino_input(V, pad, x + (nn * g->C + gi * Cg) * g->H * g->W, g, &p, th0, th1);
+		for (int64_t r = r0; r < r1;) {
+			int64_t nn = r / p.TH, th0 = r % p.TH;
+			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
+			wino_input(V + (r - r0) * p.TW, pad,
+				   x + (nn * g->C + gi * Cg) * g->H * g->W, g, &p, th0, th1);
+			r += th1 - th0;
+		}
 		for (int xi = 0; xi < 16; xi++)
 			dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
 				 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
 				 V + xi * Cg * p.T, (int)p.T, 0.0f,
 				 M + xi * OCg * p.T, (int)p.T);
-		wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out, M,
-			    b ? b + gi * OCg : NULL, g, &p, th0, th1);
+		for (int64_t r = r0; r < r1;) {
+			int64_t nn = r / p.TH, th0 = r % p.TH;
+			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
+			wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out,
+				    M + (r - r0) * p.TW, b ? b + gi * OCg : NULL, g, &p,
+				    th0, th1);
+			r += th1 - th0;
+		}
 	}
 	blas_serial_end(saved);
 }
