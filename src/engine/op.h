@@ -163,6 +163,11 @@ struct dl_ctx {
 	const float *const *dout;  /* backward of a node with several outputs:
 	                            * dL/d output k for k < n_out */
 	const struct dl_shard *shard;  /* data-parallel training, else NULL */
+	int fixed_weights;         /* the parameters stay as they are for the
+	                            * life of the graph (dlrun infer, dlrun
+	                            * bench without --train): an op may keep
+	                            * a transform of them in n->priv, made at
+	                            * its first call */
 };
 
 /* Most ops have one output; an op whose n_outputs says more gets `out` as

@@ -12,7 +12,7 @@
 
 static void relu_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
@@ -20,7 +20,7 @@ static void relu_forward(float *out, const float *inp, int64_t n)
 static void relu_backward(float *dinp, const float *dout, const float *inp,
 			  int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
 }
@@ -28,7 +28,7 @@ static void relu_backward(float *dinp, const float *dout, const float *inp,
 static void leaky_relu_forward(float *out, const float *inp, float slope,
 			       int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = inp[i] > 0.0f ? inp[i] : inp[i] * slope;
 }
@@ -36,14 +36,14 @@ static void leaky_relu_forward(float *out, const float *inp, float slope,
 static void leaky_relu_backward(float *dinp, const float *dout,
 				const float *inp, float slope, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += inp[i] > 0.0f ? dout[i] : dout[i] * slope;
 }
 
 static void tanh_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = tanhf(inp[i]);
 }
@@ -52,14 +52,14 @@ static void tanh_forward(float *out, const float *inp, int64_t n)
 static void tanh_backward(float *dinp, const float *dout, const float *out,
 			  int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += dout[i] * (1.0f - out[i] * out[i]);
 }
 
 static void sigmoid_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = 1.0f / (1.0f + expf(-inp[i]));
 }
@@ -68,7 +68,7 @@ static void sigmoid_forward(float *out, const float *inp, int64_t n)
 static void sigmoid_backward(float *dinp, const float *dout, const float *out,
 			     int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += dout[i] * (1.0f - out[i]) * out[i];
 }
@@ -81,14 +81,14 @@ static void sigmoid_backward(float *dinp, const float *dout, const float *out,
 static void gelu_forward(float *out, const float *inp, int approx, int64_t n)
 {
 	if (approx) {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++) {
 			float x = inp[i];
 			float inner = GELU_BETA * (x + GELU_KAPPA * x * x * x);
 			out[i] = 0.5f * x * (1.0f + tanhf(inner));
 		}
 	} else {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
 			out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * GELU_SQRT1_2));
 	}
@@ -98,7 +98,7 @@ static void gelu_backward(float *dinp, const float *dout, const float *inp,
 			  int approx, int64_t n)
 {
 	if (approx) {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++) {
 			float x = inp[i], x2 = x * x;
 			float th = tanhf(GELU_BETA * (x + GELU_KAPPA * x2 * x));
@@ -108,7 +108,7 @@ static void gelu_backward(float *dinp, const float *dout, const float *inp,
 			dinp[i] += dout[i] * (dleft + 0.5f * x * dright);
 		}
 	} else {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++) {
 			float x = inp[i];
 			float cdf = 0.5f * (1.0f + erff(x * GELU_SQRT1_2));
@@ -120,7 +120,7 @@ static void gelu_backward(float *dinp, const float *dout, const float *inp,
 
 static void silu_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = inp[i] / (1.0f + expf(-inp[i]));
 }
@@ -129,7 +129,7 @@ static void silu_forward(float *out, const float *inp, int64_t n)
 static void silu_backward(float *dinp, const float *dout, const float *inp,
 			  int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float s = 1.0f / (1.0f + expf(-inp[i]));
 		dinp[i] += dout[i] * s * (1.0f + inp[i] * (1.0f - s));
@@ -140,7 +140,7 @@ static void silu_backward(float *dinp, const float *dout, const float *inp,
 static void softplus_forward(float *out, const float *inp, float beta,
 			     float threshold, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float bx = inp[i] * beta;
 		out[i] = bx > threshold ? inp[i] : log1pf(expf(bx)) / beta;
@@ -150,7 +150,7 @@ static void softplus_forward(float *out, const float *inp, float beta,
 static void softplus_backward(float *dinp, const float *dout, const float *inp,
 			      float beta, float threshold, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float bx = inp[i] * beta;
 		if (bx > threshold) {
@@ -164,7 +164,7 @@ static void softplus_backward(float *dinp, const float *dout, const float *inp,
 
 static void relu_squared_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float r = inp[i] > 0.0f ? inp[i] : 0.0f;
 		out[i] = r * r;
@@ -174,7 +174,7 @@ static void relu_squared_forward(float *out, const float *inp, int64_t n)
 static void relu_squared_backward(float *dinp, const float *dout,
 				  const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += inp[i] > 0.0f ? 2.0f * inp[i] * dout[i] : 0.0f;
 }
@@ -183,7 +183,7 @@ static void relu_squared_backward(float *dinp, const float *dout,
  * as PyTorch's hardtanh_backward */
 static void relu6_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float v = inp[i] > 0.0f ? inp[i] : 0.0f;
 		out[i] = v < 6.0f ? v : 6.0f;
@@ -193,7 +193,7 @@ static void relu6_forward(float *out, const float *inp, int64_t n)
 static void relu6_backward(float *dinp, const float *dout, const float *inp,
 			   int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
 		dinp[i] += (x > 0.0f) & (x < 6.0f) ? g : 0.0f;
@@ -203,7 +203,7 @@ static void relu6_backward(float *dinp, const float *dout, const float *inp,
 /* x relu6(x + 3) / 6 */
 static void hardswish_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float v = inp[i] + 3.0f;
 		v = v > 0.0f ? v : 0.0f;
@@ -216,7 +216,7 @@ static void hardswish_forward(float *out, const float *inp, int64_t n)
 static void hardswish_backward(float *dinp, const float *dout,
 			       const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
 		float d = x <= 3.0f ? x / 3.0f + 0.5f : 1.0f;
@@ -227,7 +227,7 @@ static void hardswish_backward(float *dinp, const float *dout,
 /* relu6(x + 3) / 6 */
 static void hardsigmoid_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		/* dividing first gives PyTorch's min(max(x + 3, 0), 6) / 6
 		 * exactly and keeps the division out of the selects, so the
@@ -242,7 +242,7 @@ static void hardsigmoid_forward(float *out, const float *inp, int64_t n)
 static void hardsigmoid_backward(float *dinp, const float *dout,
 				 const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
 		dinp[i] += ((x > -3.0f) & (x < 3.0f) ? g : 0.0f) * (1.0f / 6.0f);
@@ -257,7 +257,7 @@ static void hardsigmoid_backward(float *dinp, const float *dout,
 static void elu_forward(float *out, const float *inp, float alpha,
 			float scale, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i];
 		out[i] = scale * (x > 0.0f ? x : alpha * expm1f(x));
@@ -269,7 +269,7 @@ static void elu_forward(float *out, const float *inp, float alpha,
 static void elu_backward(float *dinp, const float *dout, const float *inp,
 			 float alpha, float scale, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i];
 		dinp[i] += dout[i] * scale * (x > 0.0f ? 1.0f : alpha * expf(x));
@@ -280,7 +280,7 @@ static void elu_backward(float *dinp, const float *dout, const float *inp,
  * overflowing to inf gives tanh(inf) = 1, y = x) */
 static void mish_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = inp[i] * tanhf(log1pf(expf(inp[i])));
 }
@@ -289,7 +289,7 @@ static void mish_forward(float *out, const float *inp, int64_t n)
 static void mish_backward(float *dinp, const float *dout, const float *inp,
 			  int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i];
 		float s = 1.0f / (1.0f + expf(-x));

@@ -5,6 +5,7 @@
  * the wrong shape. 1D ops are the 2D kernels with H = 1. Scratch comes
  * from the planned workspace, one slot per thread. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -585,8 +586,11 @@ static struct wino wino_plan(const struct geom *g)
 	p.rows = WINO_TILES / p.TW;
 	if (p.rows < 1)
 		p.rows = 1;
-	if (p.rows > p.TH)
-		p.rows = p.TH;
+	/* blocks run on across images: at small sizes (resnet18's 512
+	 * channels at 2x2) one image has a tile or two, and GEMMs that thin
+	 * spend their time packing U */
+	if (p.rows > g->N * p.TH)
+		p.rows = g->N * p.TH > 0 ? g->N * p.TH : 1;
 	p.T = p.rows * p.TW;
 	return p;
 }
@@ -765,33 +769,52 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 /* The forward convolution by Winograd. Units: image x group x block of
  * tile rows, on nt threads, each with its slot of ws; U after the slots. */
 static void wino_forward(float *y, const float *x, const float *w,
-			 const float *b, float *ws, const struct geom *g, int nt)
+			 const float *Uk, const float *b, float *ws,
+			 const struct geom *g, int nt)
 {
 	struct wino p = wino_plan(g);
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
-	int64_t blocks = (p.TH + p.rows - 1) / p.rows, units = g->N * g->G * blocks;
+	int64_t R = g->N * p.TH;   /* tile rows of the whole batch */
+	int64_t blocks = (R + p.rows - 1) / p.rows, units = g->G * blocks;
 	if (units == 0)
 		return;
-	float *U = ws + (int64_t)nt * slot;
-	wino_weights(U, w, g->OC, Cg, nt);
+	const float *U = Uk;
+	if (!U) {
+		float *Uw = ws + (int64_t)nt * slot;
+		wino_weights(Uw, w, g->OC, Cg, nt);
+		U = Uw;
+	}
 	if (units < nt)
 		nt = (int)units;
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
-		int64_t nn = u / (g->G * blocks), gi = u / blocks % g->G, bl = u % blocks;
-		int64_t th0 = bl * p.rows, th1 = th0 + p.rows < p.TH ? th0 + p.rows : p.TH;
-		int64_t tiles = (th1 - th0) * p.TW;
+		int64_t gi = u / blocks, bl = u % blocks;
+		/* tile rows [r0, r1) of the batch: pieces of one or more images */
+		int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
+		int64_t tiles = (r1 - r0) * p.TW;
 		float *V = ws + thread_id() * slot, *M = V + 16 * Cg * p.T;
 		float *pad = M + 16 * OCg * p.T, *out = pad + 4 * (2 * p.TW + 2);
-		wino_input(V, pad, x + (nn * g->C + gi * Cg) * g->H * g->W, g, &p, th0, th1);
+		for (int64_t r = r0; r < r1;) {
+			int64_t nn = r / p.TH, th0 = r % p.TH;
+			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
+			wino_input(V + (r - r0) * p.TW, pad,
+				   x + (nn * g->C + gi * Cg) * g->H * g->W, g, &p, th0, th1);
+			r += th1 - th0;
+		}
 		for (int xi = 0; xi < 16; xi++)
 			dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
 				 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
 				 V + xi * Cg * p.T, (int)p.T, 0.0f,
 				 M + xi * OCg * p.T, (int)p.T);
-		wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out, M,
-			    b ? b + gi * OCg : NULL, g, &p, th0, th1);
+		for (int64_t r = r0; r < r1;) {
+			int64_t nn = r / p.TH, th0 = r % p.TH;
+			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
+			wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out,
+				    M + (r - r0) * p.TW, b ? b + gi * OCg : NULL, g, &p,
+				    th0, th1);
+			r += th1 - th0;
+		}
 	}
 	blas_serial_end(saved);
 }
@@ -843,10 +866,11 @@ static void reduce_partials(float *dw, const float *part, int64_t slot,
 /* y [N, OC, OH, OW] = conv(x [N, C, H, W], w [OC, C/G, kh, kw]) + b.
  * Units: image x group x tile of output rows. ws: nt slots. */
 static void conv_forward(float *y, const float *x, const float *w,
-			 const float *b, float *ws, const struct geom *g, int nt)
+			 const float *Uk, const float *b, float *ws,
+			 const struct geom *g, int nt)
 {
 	if (winograd(g)) {
-		wino_forward(y, x, w, b, ws, g, nt);
+		wino_forward(y, x, w, Uk, b, ws, g, nt);
 		return;
 	}
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
@@ -1115,6 +1139,39 @@ static const float *bias_of(const struct dl_node *n, const struct geom *g)
 	return g->has_bias ? n->params[1].data : NULL;
 }
 
+/* Winograd's transformed weights, kept in n->priv when the weights are
+ * fixed (ctx->fixed_weights, inference only): made at the first call, so
+ * a forward pass costs the 16 GEMMs and the data transforms alone (for
+ * resnet18's 512->512 convolutions at 7x7 the weight transform was most
+ * of the time). In training the weights change at every step, and the
+ * one forward of a step transforms them into the planned scratch as
+ * before. NULL: transform per call. */
+struct wino_keep {
+	const float *w;   /* the weights U was made from */
+	int64_t size;     /* floats of U */
+	float U[];
+};
+
+static const float *wino_kept(struct dl_node *n, const struct geom *g,
+			      const struct dl_ctx *ctx, int nt)
+{
+	if (!winograd(g) || !ctx->fixed_weights || ctx->train)
+		return NULL;
+	const float *w = n->params[0].data;
+	int64_t size = shared_floats(g);
+	struct wino_keep *k = n->priv;
+	if (k && k->w == w && k->size == size)
+		return k->U;
+	free(n->priv);
+	n->priv = k = malloc(sizeof *k + (size_t)size * sizeof(float));
+	if (!k)
+		return NULL;
+	k->w = w;
+	k->size = size;
+	wino_weights(k->U, w, g->OC, cin_g(g), nt);
+	return k->U;
+}
+
 static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 			    struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -1127,7 +1184,8 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	else if (depthwise(&g))
 		depthwise_forward(out->data, in[0].data, w, b, &g);
 	else
-		conv_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
+		conv_forward(out->data, in[0].data, w, wino_kept(n, &g, ctx, nt), b,
+			     ctx->ws, &g, nt);
 }
 
 static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,

@@ -348,7 +348,7 @@ static const struct dl_op_desc op_div = {
 
 static void exp_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = expf(inp[i]);
 }
@@ -356,14 +356,14 @@ static void exp_forward(float *out, const float *inp, int64_t n)
 static void exp_backward(float *dinp, const float *dout, const float *out,
 			 int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += dout[i] * out[i];
 }
 
 static void log_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = logf(inp[i]);
 }
@@ -371,14 +371,14 @@ static void log_forward(float *out, const float *inp, int64_t n)
 static void log_backward(float *dinp, const float *dout, const float *inp,
 			 int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += dout[i] / inp[i];
 }
 
 static void sqrt_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = sqrtf(inp[i]);
 }
@@ -387,14 +387,14 @@ static void sqrt_forward(float *out, const float *inp, int64_t n)
 static void sqrt_backward(float *dinp, const float *dout, const float *out,
 			  int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += dout[i] / (2.0f * out[i]);
 }
 
 static void abs_forward(float *out, const float *inp, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = fabsf(inp[i]);
 }
@@ -402,7 +402,7 @@ static void abs_forward(float *out, const float *inp, int64_t n)
 static void abs_backward(float *dinp, const float *dout, const float *inp,
 			 int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float sgn = (float)(inp[i] > 0.0f) - (float)(inp[i] < 0.0f);
 		dinp[i] += dout[i] * sgn;
@@ -413,7 +413,7 @@ static void abs_backward(float *dinp, const float *dout, const float *inp,
 static void scale_forward(float *out, const float *inp, float factor,
 			  float shift, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		out[i] = factor * inp[i] + shift;
 }
@@ -421,7 +421,7 @@ static void scale_forward(float *out, const float *inp, float factor,
 static void scale_backward(float *dinp, const float *dout, float factor,
 			   int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++)
 		dinp[i] += factor * dout[i];
 }
@@ -431,7 +431,7 @@ static void scale_backward(float *dinp, const float *dout, float factor,
 static void clamp_forward(float *out, const float *inp, float lo, float hi,
 			  int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float v = inp[i] < lo ? lo : inp[i];
 		out[i] = v > hi ? hi : v;
@@ -441,7 +441,7 @@ static void clamp_forward(float *out, const float *inp, float lo, float hi,
 static void clamp_backward(float *dinp, const float *dout, const float *inp,
 			   float lo, float hi, int64_t n)
 {
-#pragma omp parallel for if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
 		dinp[i] += (x >= lo) & (x <= hi) ? g : 0.0f;

@@ -47,7 +47,8 @@ struct bench {
 /* One timed iteration: a forward pass, or forward + backward + step. */
 static void iterate(struct bench *B)
 {
-	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads()};
+	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads(),
+			      .fixed_weights = !B->train};
 	if (!B->train) {
 		dl_step_forward(&B->step, B->in, &ctx);
 		return;

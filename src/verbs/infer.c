@@ -303,7 +303,8 @@ static int run_step(struct infer *I, struct dl_error *err)
 			return rc;
 	}
 	int64_t step = I->batch > 0 && I->batch < n ? I->batch : n;
-	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads()};
+	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads(),
+			      .fixed_weights = 1};
 	if (I->streamed && (rc = grow_floats(&I->in_data[0], &I->in_cap[0],
 					    step * dl_shape_prod(&I->in_shape[0], 1, I->in_shape[0].ndim),
 					    err)) != 0)
