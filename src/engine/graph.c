@@ -776,6 +776,8 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 		n->op->forward(n, g->tin, out, ctx);
 		if (g->prof)
 			g->prof[i] += seconds() - t0;
+		if (g->on_forward)
+			g->on_forward(g->on_forward_arg, n, g->tin, out);
 		for (int k = 0; g->watch_finite && g->first_bad < 0 && k < n_outs(n); k++) {
 			int64_t c = dl_shape_numel(&out[k].shape);
 			for (int64_t j = 0; j < c; j++)

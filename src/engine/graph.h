@@ -126,6 +126,11 @@ struct dl_graph {
 	double *prof;                /* [n_nodes] when not NULL: seconds spent
 	                              * in each node, added by every forward and
 	                              * backward (dlrun bench) */
+	/* When not NULL: called after each node's forward with its inputs
+	 * and output (dlrun gradcheck reads the side of every kink there). */
+	void (*on_forward)(void *arg, const struct dl_node *n,
+			   const struct dl_tensor *in, const struct dl_tensor *out);
+	void *on_forward_arg;
 
 	int n_train;
 	struct dl_kv *train;

@@ -131,3 +131,27 @@ int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
 		return 0;
 	return dl_model_infer_spec(g, (const char *const *)specs, n_specs, batch, err);
 }
+
+int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *err)
+{
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *n = &g->nodes[i];
+		if (strcmp(n->op->name, "embedding") || n->n_in < 1 || n->in[0] >= g->n_inputs ||
+		    n->n_params < 1)
+			continue;
+		int v = n->in[0];
+		int64_t vocab = n->params[0].shape.d[0];
+		int64_t count = dl_shape_numel(&g->values[v].shape);
+		for (int64_t j = 0; j < count; j++) {
+			float id = in[v][j];
+			if (!(id >= 0 && id < (float)vocab))
+				return dl_error_set(err, DL_ERUN,
+						    "%s:%d:%d: embedding '%s': token id %.9g of input "
+						    "'%s' is out of range for its vocabulary of %lld "
+						    "(num_embeddings)", n->file, n->line, n->col,
+						    n->scope, (double)id, g->inputs[v].name,
+						    (long long)vocab);
+		}
+	}
+	return 0;
+}

@@ -331,6 +331,8 @@ static int run_step(struct infer *I, struct dl_error *err)
 			return rc;
 		if ((rc = dl_graph_plan(g, 0, err)) != 0)
 			return rc;
+		if ((rc = verb_check_ids(g, I->chunk_ptr, err)) != 0)
+			return rc;
 		dl_graph_forward(g, I->chunk_ptr, &ctx);
 		for (int k = 0; k < g->n_outputs; k++) {
 			const struct dl_value *v = &g->values[g->outputs[k]];

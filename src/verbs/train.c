@@ -197,28 +197,44 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Writes x to buf with the fewest significant digits that read back to
+ * the same double (0.003, not 0.0030000000000000001); null when not
+ * finite. */
+static void shortest_real(char *buf, size_t size, double x)
+{
+	if (!isfinite(x)) {
+		snprintf(buf, size, "null");
+		return;
+	}
+	for (int p = 1; p <= 17; p++) {
+		snprintf(buf, size, "%.*g", p, x);
+		if (strtod(buf, NULL) == x)
+			break;
+	}
+	/* JSON wants a number that looks real: 1 -> 1.0 */
+	if (!strpbrk(buf, ".eEn"))
+		strncat(buf, ".0", size - strlen(buf) - 1);
+}
+
 static void log_json(struct run *R, const struct dl_epoch_report *e)
 {
 	if (!R->log)
 		return;
-	json_t *o = json_pack("{s:I, s:I, s:o, s:f}", "epoch", (json_int_t)e->epoch,
-			      "step", (json_int_t)e->step,
-			      "loss", isfinite(e->loss) ? json_real(e->loss) : json_null(),
-			      "lr", e->lr);
+	char loss[40], lr[40], vl[40], va[40];
+	shortest_real(loss, sizeof loss, e->loss);
+	shortest_real(lr, sizeof lr, e->lr);
+	fprintf(R->log, "{\"epoch\":%lld,\"step\":%lld,\"loss\":%s,\"lr\":%s",
+		(long long)e->epoch, (long long)e->step, loss, lr);
 	if (e->has_val) {
-		json_object_set_new(o, "val_loss", isfinite(e->val_loss) ? json_real(e->val_loss)
-									 : json_null());
-		if (e->has_accuracy)
-			json_object_set_new(o, "val_accuracy", isfinite(e->val_accuracy)
-					    ? json_real(e->val_accuracy) : json_null());
+		shortest_real(vl, sizeof vl, e->val_loss);
+		fprintf(R->log, ",\"val_loss\":%s", vl);
+		if (e->has_accuracy) {
+			shortest_real(va, sizeof va, e->val_accuracy);
+			fprintf(R->log, ",\"val_accuracy\":%s", va);
+		}
 	}
-	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	if (s) {
-		fprintf(R->log, "%s\n", s);
-		fflush(R->log);
-		free(s);
-	}
-	json_decref(o);
+	fprintf(R->log, "}\n");
+	fflush(R->log);
 }
 
 static volatile sig_atomic_t stop_signal;

@@ -46,6 +46,10 @@ int verb_weights(struct dl_graph *g, const char *path, int ignore_extra,
  * batch `batch`, and --input-shape NAME=d1,d2,... for symbolic ones. */
 int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
 		      int64_t batch, struct dl_error *err);
+/* Every token id that model input feeds straight to an embedding is in
+ * [0, num_embeddings): else DL_ERUN naming the entry, the id and the
+ * vocabulary size (an id past it is an error, not a zero vector). */
+int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *err);
 /* Prints the verb's usage to stdout. */
 void verb_usage(const struct verb *v);
 
