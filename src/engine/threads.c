@@ -14,9 +14,11 @@
  * threads again for one measuring window. Without schedstat (a kernel
  * without CONFIG_SCHED_INFO) the count stays what was asked for. */
 #include <cblas.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,26 +93,25 @@ static void set_used(int n)
 #endif
 }
 
-/* Runs one region on all threads to learn the workers' ids (libgomp keeps
- * its threads between regions) and starts a measuring window. */
+/* Starts a measuring window on all threads. The team is every thread of
+ * the process (/proc/self/task): reading it costs no parallel region, so
+ * no wait for a worker that another process keeps from its core; threads
+ * that sleep add no wait. */
 static void start_window(void)
 {
 	set_used(T.asked);
 	T.n_tid = 0;
-#ifdef _OPENMP
-	int tids[DL_MAX_WORKERS] = {0};
-	int n = T.asked < DL_MAX_WORKERS ? T.asked : DL_MAX_WORKERS;
-#pragma omp parallel num_threads(n)
-	{
-		int me = omp_get_thread_num();
-		if (me < n)
-			tids[me] = (int)syscall(SYS_gettid);
+	DIR *d = opendir("/proc/self/task");
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)) && T.n_tid < DL_MAX_WORKERS) {
+			int tid = atoi(e->d_name);
+			if (tid > 0)
+				T.tid[T.n_tid++] = tid;
+		}
+		closedir(d);
 	}
-	for (int i = 0; i < n; i++)
-		if (tids[i] > 0)
-			T.tid[T.n_tid++] = tids[i];
-#endif
-	T.wait0 = workers_wait();
+	T.wait0 = T.n_tid ? workers_wait() : -1;
 	T.t0 = now_ns();
 	if (T.wait0 < 0)
 		T.adapt = 0;
