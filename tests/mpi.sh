@@ -48,108 +48,8 @@ if [ -z "$NPYCMP" ] || [ ! -x "$NPYCMP" ]; then
 	exit 1
 fi
 
-# ---- reading safetensors without Python ----
-
-# st_index FILE: one line per tensor of the safetensors FILE, sorted by name:
-# "NAME DTYPE SHAPE BEGIN END" (SHAPE comma-separated, "-" for a scalar;
-# BEGIN and END absolute byte offsets in FILE); fails on a malformed file
-st_index() {
-	_hl=$(od -An -tu1 -N8 "$1" | awk '{ for (i = 1; i <= NF; i++) {
-		n += $i * m; m = (m ? m * 256 : 256) } } BEGIN { m = 1 }
-		END { printf "%d\n", n }') || return 1
-	[ -n "$_hl" ] && [ "$_hl" -gt 1 ] && [ "$_hl" -lt 100000000 ] || return 1
-	tail -c +9 "$1" | head -c "$_hl" | awk -v base=$((8 + _hl)) '
-	{ s = s $0 }
-	END {
-		while (match(s, /"[^"]*"[ \t\n]*:[ \t\n]*[{][^{}]*[}]/)) {
-			e = substr(s, RSTART, RLENGTH)
-			s = substr(s, RSTART + RLENGTH)
-			k = e
-			sub(/^"/, "", k)
-			sub(/".*/, "", k)
-			if (k == "__metadata__")
-				continue
-			if (!match(e, /"dtype"[ \t\n]*:[ \t\n]*"[A-Za-z0-9]*"/))
-				exit 1
-			t = substr(e, RSTART, RLENGTH)
-			sub(/.*:[ \t\n]*"/, "", t)
-			sub(/"$/, "", t)
-			if (!match(e, /"shape"[ \t\n]*:[ \t\n]*\[[0-9, \t\n]*\]/))
-				exit 1
-			sh = substr(e, RSTART, RLENGTH)
-			sub(/[^[]*\[/, "", sh)
-			sub(/\]$/, "", sh)
-			gsub(/[ \t\n]/, "", sh)
-			if (sh == "")
-				sh = "-"
-			if (!match(e, /"data_offsets"[ \t\n]*:[ \t\n]*\[[ \t\n]*[0-9]+[ \t\n]*,[ \t\n]*[0-9]+[ \t\n]*\]/))
-				exit 1
-			o = substr(e, RSTART, RLENGTH)
-			sub(/[^[]*\[/, "", o)
-			sub(/\]$/, "", o)
-			gsub(/[ \t\n]/, "", o)
-			split(o, b, ",")
-			printf "%s %s %s %d %d\n", k, t, sh, base + b[1], base + b[2]
-			n++
-		}
-		exit n == 0
-	}' | LC_ALL=C sort
-}
-
-# st_to_npys FILE OUT: every tensor of FILE (F32 only), sorted by name, as
-# float32 .npy arrays back to back in OUT; the names, one a line, in
-# OUT.keys; fails (with a message) on what it cannot read
-st_to_npys() {
-	st_index "$1" >"$2.index" || {
-		fail "$1: cannot read its safetensors header"
-		return 1
-	}
-	[ -s "$2.index" ] || {
-		fail "$1: no tensors"
-		return 1
-	}
-	: >"$2"
-	: >"$2.keys"
-	while read -r _k _t _s _b _e; do
-		echo "$_k" >>"$2.keys"
-		if [ "$_t" != F32 ]; then
-			fail "$1: tensor '$_k' is $_t, expected F32"
-			return 1
-		fi
-		case $_s in
-		-) _tuple="()" ;;
-		*,*) _tuple="($(echo "$_s" | sed 's/,/, /g'))" ;;
-		*) _tuple="($_s,)" ;;
-		esac
-		{
-			npy_header '<f4' "$_tuple"
-			tail -c +$((_b + 1)) "$1" | head -c $((_e - _b))
-		} >>"$2"
-	done <"$2.index"
-}
-
-# same_tensors ACTUAL EXPECTED: the two safetensors files hold the same
-# tensor names and every tensor agrees within 1e-5 (relative, inf norm)
-same_tensors() {
-	st_to_npys "$1" "$tmp/st_actual.npy" || return 1
-	st_to_npys "$2" "$tmp/st_expected.npy" || return 1
-	if ! cmp -s "$tmp/st_actual.npy.keys" "$tmp/st_expected.npy.keys"; then
-		fail "tensor names differ: got [$(tr '\n' ' ' <"$tmp/st_actual.npy.keys")]," \
-			"expected [$(tr '\n' ' ' <"$tmp/st_expected.npy.keys")]"
-		return 1
-	fi
-	if ! "$NPYCMP" "$tmp/st_actual.npy" "$tmp/st_expected.npy" 1e-5 \
-		>"$tmp/cmp" 2>&1; then
-		# npycmp numbers the arrays from 0 in name order
-		awk 'NR == FNR { k[NR - 1] = $0; next }
-			/^array [0-9]+:/ { i = $2; sub(/:/, "", i); $2 = k[i] ":" }
-			{ print }' "$tmp/st_expected.npy.keys" "$tmp/cmp" |
-			grep -v ' ok$' >"$tmp/cmp.named"
-		fail "weights differ from the one-process run's:"
-		sed 's/^/  /' "$tmp/cmp.named" >>"$tmp/diag"
-		return 1
-	fi
-}
+# shellcheck source=tests/st_lib.sh
+. "$srcdir/tests/st_lib.sh"
 
 # mpi NP ARGS...: `mpirun -np NP dlrun ARGS` from $tmp; sets rc, stdout
 # and stderr as run_dlrun does
@@ -175,7 +75,7 @@ parity() {
 	}
 	mpi "$_np" train "$@" -o "$tmp/$_n.np$_np.st" --log "$tmp/$_n.np$_np.jsonl"
 	expect_rc 0 || return 1
-	same_tensors "$tmp/$_n.np$_np.st" "$tmp/$_n.one.st"
+	same_tensors "$tmp/$_n.np$_np.st" "$tmp/$_n.one.st" "the one-process run's"
 }
 
 mlp="$models/digits-mlp.yaml --data $digits --epochs 1 --batch-size 30 --threads 1 -q"
@@ -226,7 +126,7 @@ t_shards() {
 	# shellcheck disable=SC2086
 	mpi 2 train $_f --data "$data/shard-{rank}.npz" -o "$tmp/inter.np2.st"
 	expect_rc 0 || return 1
-	same_tensors "$tmp/inter.np2.st" "$tmp/inter.one.st"
+	same_tensors "$tmp/inter.np2.st" "$tmp/inter.one.st" "the one-process run's"
 }
 check "--data 'shard-{rank}.npz': one file per process, ten samples of each per batch" t_shards
 
@@ -280,7 +180,7 @@ t_resume() {
 	# shellcheck disable=SC2086
 	mpi 3 train $_f -o "$tmp/resumed.st" --resume "$tmp/ck.st"
 	expect_rc 0 || return 1
-	same_tensors "$tmp/resumed.st" "$tmp/full.st"
+	same_tensors "$tmp/resumed.st" "$tmp/full.st" "the one-process run's"
 }
 check "checkpoint of step 50 with 2 processes, resumed with 3: one process's weights" t_resume
 

@@ -46,108 +46,8 @@ if [ ! -d "$parity" ]; then
 	exit 1
 fi
 
-# ---- reading safetensors without Python ----
-
-# st_index FILE: one line per tensor of the safetensors FILE, sorted by name:
-# "NAME DTYPE SHAPE BEGIN END" (SHAPE comma-separated, "-" for a scalar;
-# BEGIN and END absolute byte offsets in FILE); fails on a malformed file
-st_index() {
-	_hl=$(od -An -tu1 -N8 "$1" | awk '{ for (i = 1; i <= NF; i++) {
-		n += $i * m; m = (m ? m * 256 : 256) } } BEGIN { m = 1 }
-		END { printf "%d\n", n }') || return 1
-	[ -n "$_hl" ] && [ "$_hl" -gt 1 ] && [ "$_hl" -lt 100000000 ] || return 1
-	tail -c +9 "$1" | head -c "$_hl" | awk -v base=$((8 + _hl)) '
-	{ s = s $0 }
-	END {
-		while (match(s, /"[^"]*"[ \t\n]*:[ \t\n]*[{][^{}]*[}]/)) {
-			e = substr(s, RSTART, RLENGTH)
-			s = substr(s, RSTART + RLENGTH)
-			k = e
-			sub(/^"/, "", k)
-			sub(/".*/, "", k)
-			if (k == "__metadata__")
-				continue
-			if (!match(e, /"dtype"[ \t\n]*:[ \t\n]*"[A-Za-z0-9]*"/))
-				exit 1
-			t = substr(e, RSTART, RLENGTH)
-			sub(/.*:[ \t\n]*"/, "", t)
-			sub(/"$/, "", t)
-			if (!match(e, /"shape"[ \t\n]*:[ \t\n]*\[[0-9, \t\n]*\]/))
-				exit 1
-			sh = substr(e, RSTART, RLENGTH)
-			sub(/[^[]*\[/, "", sh)
-			sub(/\]$/, "", sh)
-			gsub(/[ \t\n]/, "", sh)
-			if (sh == "")
-				sh = "-"
-			if (!match(e, /"data_offsets"[ \t\n]*:[ \t\n]*\[[ \t\n]*[0-9]+[ \t\n]*,[ \t\n]*[0-9]+[ \t\n]*\]/))
-				exit 1
-			o = substr(e, RSTART, RLENGTH)
-			sub(/[^[]*\[/, "", o)
-			sub(/\]$/, "", o)
-			gsub(/[ \t\n]/, "", o)
-			split(o, b, ",")
-			printf "%s %s %s %d %d\n", k, t, sh, base + b[1], base + b[2]
-			n++
-		}
-		exit n == 0
-	}' | LC_ALL=C sort
-}
-
-# st_to_npys FILE OUT: every tensor of FILE (F32 only), sorted by name, as
-# float32 .npy arrays back to back in OUT; the names, one a line, in
-# OUT.keys; fails (with a message) on what it cannot read
-st_to_npys() {
-	st_index "$1" >"$2.index" || {
-		fail "$1: cannot read its safetensors header"
-		return 1
-	}
-	[ -s "$2.index" ] || {
-		fail "$1: no tensors"
-		return 1
-	}
-	: >"$2"
-	: >"$2.keys"
-	while read -r _k _t _s _b _e; do
-		echo "$_k" >>"$2.keys"
-		if [ "$_t" != F32 ]; then
-			fail "$1: tensor '$_k' is $_t, expected F32"
-			return 1
-		fi
-		case $_s in
-		-) _tuple="()" ;;
-		*,*) _tuple="($(echo "$_s" | sed 's/,/, /g'))" ;;
-		*) _tuple="($_s,)" ;;
-		esac
-		{
-			npy_header '<f4' "$_tuple"
-			tail -c +$((_b + 1)) "$1" | head -c $((_e - _b))
-		} >>"$2"
-	done <"$2.index"
-}
-
-# same_tensors ACTUAL EXPECTED: the two safetensors files hold the same
-# tensor names and every tensor agrees within 1e-5 (relative, inf norm)
-same_tensors() {
-	st_to_npys "$1" "$tmp/st_actual.npy" || return 1
-	st_to_npys "$2" "$tmp/st_expected.npy" || return 1
-	if ! cmp -s "$tmp/st_actual.npy.keys" "$tmp/st_expected.npy.keys"; then
-		fail "tensor names differ: got [$(tr '\n' ' ' <"$tmp/st_actual.npy.keys")]," \
-			"expected [$(tr '\n' ' ' <"$tmp/st_expected.npy.keys")]"
-		return 1
-	fi
-	if ! "$NPYCMP" "$tmp/st_actual.npy" "$tmp/st_expected.npy" 1e-5 \
-		>"$tmp/cmp" 2>&1; then
-		# npycmp numbers the arrays from 0 in name order
-		awk 'NR == FNR { k[NR - 1] = $0; next }
-			/^array [0-9]+:/ { i = $2; sub(/:/, "", i); $2 = k[i] ":" }
-			{ print }' "$tmp/st_expected.npy.keys" "$tmp/cmp" |
-			grep -v ' ok$' >"$tmp/cmp.named"
-		fail "weights differ from PyTorch's:"
-		sed 's/^/  /' "$tmp/cmp.named" >>"$tmp/diag"
-		return 1
-	fi
-}
+# shellcheck source=tests/st_lib.sh
+. "$srcdir/tests/st_lib.sh"
 
 # ---- parity with PyTorch ----
 
@@ -171,7 +71,8 @@ parity() {
 		-o "$tmp/out.safetensors" -q
 	expect_rc 0 || return 1
 	set -- "$_d" "$_s"
-	# the logged mean loss of each epoch against PyTorch's
+	# the logged mean loss of each epoch (of each step, for one batch an
+	# epoch) against PyTorch's, within 1e-5 relative
 	if [ -f "$_d/expected_losses_$2.txt" ]; then
 		sed -n 's/.*"loss" *: *\([-+0-9.eE]*\).*/\1/p' "$tmp/parity.log" \
 			>"$tmp/losses"
@@ -192,24 +93,6 @@ parity() {
 		fail "no output file"
 		return 1
 	}
-	# losses_<S>: PyTorch's loss of each step (one step per epoch there),
-	# against the log's, within 1e-5 relative
-	if [ -f "$_d/losses_$2" ]; then
-		sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$tmp/parity.log" >"$tmp/losses"
-		if ! awk 'NR == FNR { want[NR] = $1; n = NR; next }
-			{ got[FNR] = $1; m = FNR }
-			END {
-				if (m != n) { printf "%d losses logged, %d expected\n", m, n; exit 1 }
-				for (i = 1; i <= n; i++) {
-					d = got[i] - want[i]; if (d < 0) d = -d
-					s = want[i] < 0 ? -want[i] : want[i]
-					if (d > 1e-5 * s) { printf "step %d: loss %s, PyTorch %s\n", i, got[i], want[i]; exit 1 }
-				}
-			}' "$_d/losses_$2" "$tmp/losses" >"$tmp/cmp" 2>&1; then
-			fail "the losses differ from PyTorch's:"
-			sed 's/^/  /' "$tmp/cmp" >>"$tmp/diag"
-		fi
-	fi
 	same_tensors "$tmp/out.safetensors" "$_d/expected_$2.safetensors"
 	_w=$?
 	_cmd=$last_cmd

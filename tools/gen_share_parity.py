@@ -5,7 +5,7 @@ digit names, `_` in `in:` lists, and weights files with key problems.
 
 Training parity (run by tests/train.sh like every case there), written to
 tests/data/train_parity/<case>/ in the layout of tools/gen_train_parity.py,
-plus losses_<S>: PyTorch's loss of each step, one a line (train.sh compares
+plus expected_losses_<S>.txt: PyTorch's loss of each step, one a line (train.sh compares
 them with `dlrun train --log` within 1e-5 relative):
 
   gpt_tied       a GPT-style model: token embedding `wte`, a learned
@@ -250,7 +250,7 @@ def parity_case(name, seed, yaml, build, x, y, probe, seq):
         write(os.path.join(d, "expected_probe_%s.npy" % sname),
               npy_bytes(f32(out32)))
         if epochs > 1:  # one step per epoch: the log's losses are the steps'
-            write(os.path.join(d, "losses_" + sname),
+            write(os.path.join(d, "expected_losses_" + sname + ".txt"),
                   "".join("%.9g\n" % v for v in l32).encode())
         report.append("%s f32-vs-f64 %.1e" % (sname, worst))
     print("%-16s %s" % (name, ", ".join(report)))
