@@ -100,14 +100,21 @@ t_second_sigint() {
 }
 
 t_no_checkpoint() {
-	rm -rf "$d/nock"
+	rm -rf "$d/nock" "$d/nock.log"
 	mkdir "$d/nock"
 	# shellcheck disable=SC2046,SC2086
 	$(dlrun_cmd) "$DLRUN" train "$d/m.yaml" $args --epochs 100000 \
-		-o "$d/nock/out.safetensors" >"$tmp/stdout" 2>"$tmp/stderr" &
+		--log "$d/nock.log" -o "$d/nock/out.safetensors" \
+		>"$tmp/stdout" 2>"$tmp/stderr" &
 	_pid=$!
 	bg_pids="$bg_pids $_pid"
-	sleep 1
+	# the first logged epoch: the run (and its signal handler) has begun,
+	# however slowly it started (valgrind)
+	_n=0
+	while [ ! -s "$d/nock.log" ] && [ $_n -lt 600 ]; do
+		sleep 0.1
+		_n=$((_n + 1))
+	done
 	kill -s TERM "$_pid"
 	wait "$_pid"
 	rc=$?
