@@ -1,0 +1,82 @@
+#!/bin/sh
+# The model zoo (models/zoo/, written by tools/gen_zoo.py), printing TAP.
+# For every models/zoo/NAME.yaml:
+# - `dlrun infer` on NAME-input.npy gives NAME-expected.npy (PyTorch's
+#   output, within 1e-5 relative; for the relu selection networks the
+#   formula where(c, a, b), bit for bit: npycmp tolerance 0 and cmp);
+# - one training step (`--loss mse`, the expected output as labels,
+#   starting from the committed weights) runs and writes weights;
+# - `dlrun draw` gives NAME.svg byte for byte (the pictures are current;
+#   `make images` re-draws them).
+#
+# Environment: see tests/lib.sh; NPYCMP (tests/npycmp) is needed.
+
+. "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+
+zoo=$srcdir/models/zoo
+
+if [ -z "$NPYCMP" ]; then
+	echo "1..0 # SKIP NPYCMP (tests/npycmp) is not built"
+	exit 0
+fi
+
+# t_infer NAME RTOL
+t_infer() {
+	run_dlrun infer "$zoo/$1.yaml" <"$zoo/$1-input.npy"
+	expect_rc 0 || return 1
+	"$NPYCMP" "$tmp/stdout" "$zoo/$1-expected.npy" "$2" >"$tmp/cmp" 2>&1 ||
+		fail "$(cat "$tmp/cmp")"
+	if [ "$2" = 0 ]; then
+		cmp -s "$tmp/stdout" "$zoo/$1-expected.npy" ||
+			fail "equal values but not the same bytes as $1-expected.npy"
+	fi
+	return 0
+}
+
+# t_train NAME: one step of mse training from the committed weights
+t_train() {
+	_w=$(sed -n 's/^weights: *//p' "$zoo/$1.yaml")
+	[ -n "$_w" ] || _w=$1.safetensors
+	cat "$zoo/$1-input.npy" "$zoo/$1-expected.npy" >"$tmp/data.npy"
+	run_dlrun train "$zoo/$1.yaml" -w "$zoo/$_w" --data - --loss mse \
+		--epochs 1 --batch-size 1024 --no-shuffle --no-progress \
+		-o "$tmp/trained.safetensors" <"$tmp/data.npy"
+	expect_rc 0 || return 1
+	[ -s "$tmp/trained.safetensors" ] || fail "no weights written"
+	return 0
+}
+
+# t_draw NAME: the committed picture is what dlrun draws now
+t_draw() {
+	run_dlrun draw "$zoo/$1.yaml" -o "$tmp/pic.svg"
+	expect_rc 0 || return 1
+	cmp -s "$tmp/pic.svg" "$zoo/$1.svg" ||
+		fail "models/zoo/$1.svg is not current: run 'make images'"
+	return 0
+}
+
+n=0
+for y in "$zoo"/*.yaml; do
+	name=$(basename "$y" .yaml)
+	case $name in
+	relu-select*) tol=0 how="where(c, a, b) bit for bit" ;;
+	*) tol=1e-5 how="PyTorch within 1e-5" ;;
+	esac
+	check "zoo/$name matches $how" t_infer "$name" "$tol"
+	check "zoo/$name trains one step" t_train "$name"
+	check "zoo/$name.svg is current" t_draw "$name"
+	n=$((n + 1))
+done
+
+# the table of models/zoo/README.md lists every model
+t_readme() {
+	for y in "$zoo"/*.yaml; do
+		grep -F "[$(basename "$y")]" "$zoo/README.md" >/dev/null ||
+			fail "models/zoo/README.md does not list $(basename "$y")"
+	done
+	[ "$n" -ge 36 ] || fail "only $n zoo models"
+	return 0
+}
+check "models/zoo/README.md lists all $n models" t_readme
+
+done_testing
