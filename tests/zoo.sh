@@ -3,7 +3,8 @@
 # For every models/zoo/NAME.yaml:
 # - `dlrun infer` on NAME-input.npy gives NAME-expected.npy (PyTorch's
 #   output, within 1e-5 relative; for the relu selection networks the
-#   formula where(c, a, b), bit for bit: npycmp tolerance 0 and cmp);
+#   formula where(c, a, b), bit for bit: npycmp tolerance 0 and cmp; so
+#   are tests/data/relu_select/*, the same for other n and C);
 # - one training step (`--loss mse`, the expected output as labels,
 #   starting from the committed weights) runs and writes weights;
 # - `dlrun draw` gives NAME.svg byte for byte (the pictures are current;
@@ -20,14 +21,15 @@ if [ -z "$NPYCMP" ]; then
 	exit 0
 fi
 
-# t_infer NAME RTOL
+# t_infer NAME RTOL [DIR]
 t_infer() {
-	run_dlrun infer "$zoo/$1.yaml" <"$zoo/$1-input.npy"
+	_d=${3:-$zoo}
+	run_dlrun infer "$_d/$1.yaml" <"$_d/$1-input.npy"
 	expect_rc 0 || return 1
-	"$NPYCMP" "$tmp/stdout" "$zoo/$1-expected.npy" "$2" >"$tmp/cmp" 2>&1 ||
+	"$NPYCMP" "$tmp/stdout" "$_d/$1-expected.npy" "$2" >"$tmp/cmp" 2>&1 ||
 		fail "$(cat "$tmp/cmp")"
 	if [ "$2" = 0 ]; then
-		cmp -s "$tmp/stdout" "$zoo/$1-expected.npy" ||
+		cmp -s "$tmp/stdout" "$_d/$1-expected.npy" ||
 			fail "equal values but not the same bytes as $1-expected.npy"
 	fi
 	return 0
@@ -66,6 +68,15 @@ for y in "$zoo"/*.yaml; do
 	check "zoo/$name trains one step" t_train "$name"
 	check "zoo/$name.svg is current" t_draw "$name"
 	n=$((n + 1))
+done
+
+# the relu selection for more n and C (powers of two, 2^-10 to 2^20) and
+# each form, on grids of multiples of C 2^-23 with |a|, |b| < C
+rs=$srcdir/tests/data/relu_select
+for y in "$rs"/*.yaml; do
+	name=$(basename "$y" .yaml)
+	check "relu selection $name is where(c, a, b) bit for bit" \
+		t_infer "$name" 0 "$rs"
 done
 
 # the table of models/zoo/README.md lists every model

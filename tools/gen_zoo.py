@@ -925,13 +925,37 @@ def relu_model(name, form, shows):
         "the seed construction (`tools/relu_select.py`)", shows,
         "# The relu selection network (%s form), weights by tools/relu_select.py;\n"
         "# exact (bit for bit) for a, b multiples of C * 2^-23 with |a|, |b| < C.\n"
-        % form + relu_select.yaml_text(RELU_N, form),
+        "name: %s\n" % (form, name) + relu_select.yaml_text(RELU_N, form),
         [("x", "relu:" + form, [3 * RELU_N])], None,
         "the formula where(c, a, b), exact", form))
 
 
 for _n, _f, _s in RELU_FORMS:
     relu_model(_n, _f, _s)
+
+# more sizes and bounds for tests/zoo.sh's bit-for-bit check, written to
+# tests/data/relu_select/: (n, C, form), C a power of two
+RELU_EXTRA = [(1, 1.0, "plain"), (7, 1024.0, "plain"), (3, 0.125, "residual"),
+              (5, 2.0 ** 20, "int"), (2, 2.0 ** -10, "plain")]
+
+
+def write_relu_extra():
+    d = os.path.join(ROOT, "tests", "data", "relu_select")
+    os.makedirs(d, exist_ok=True)
+    for n, C, form in RELU_EXTRA:
+        name = "n%d-c2e%d-%s" % (n, int(math.log2(C)), form)
+        base = os.path.join(d, name)
+        with open(base + ".yaml", "w") as f:
+            f.write("# where(c, a, b) with n = %d, C = %g (%s form): "
+                    "tools/gen_zoo.py\n" % (n, C, form)
+                    + relu_select.yaml_text(n, form))
+        dltools.write_safetensors(base + ".safetensors",
+                                  relu_select.tensors(n, C, form))
+        x = relu_select.grid_inputs(n, C, 40, zlib.crc32(name.encode()),
+                                    form)
+        write_stream(base + "-input.npy", [x])
+        write_stream(base + "-expected.npy",
+                     [relu_select.expected(x, n, form)])
 
 
 # ---- writing ----
@@ -1117,6 +1141,7 @@ def main():
         print("models/zoo/%s: %d parameters" % (m.name, n))
     if args.only:
         return
+    write_relu_extra()
     table = relu_select.table_markdown(relu_select.measure(args.dlrun))
     with open(os.path.join(ZOO, "README.md"), "w") as f:
         f.write(README_HEAD + "\n".join(rows) + "\n" + RELU_TEXT + table
