@@ -958,6 +958,22 @@ def write_relu_extra():
                      [relu_select.expected(x, n, form)])
 
 
+# the layers PyTorch has no module for, written with torch functions from
+# their papers' formulas (the rest use torch.nn modules or their F forms)
+NO_MODULE = {
+    "highway": "PyTorch functions (highway's formula)",
+    "moe": "PyTorch functions (top-k gating's formula)",
+    "gmlp": "PyTorch functions (spatial gating's formula)",
+    "bahdanau": "PyTorch (a loop of nn.GRUCell over [x_t; c_t])",
+    "gcn": "PyTorch functions (D^-1/2 (A + I) D^-1/2 X W^T + b)",
+    "gae": "PyTorch functions (GCN's formula)",
+    "st-gcn": "PyTorch functions (GCN's formula), F.conv2d",
+    "recurrent-gnn": "PyTorch functions (GCN's formula)",
+    "primer": "PyTorch functions (dconv as a causal F.conv1d)",
+    "relative-positions": "PyTorch functions (Shaw's formula)",
+}
+
+
 # ---- writing ----
 
 def redraw(name, shapes):
@@ -1137,7 +1153,7 @@ def main():
         draw(args.dlrun, m.name)
         rows.append("| %s | %s | [%s.yaml](%s.yaml) | %d | %s | [%s.svg](%s.svg) | %s |"
                     % (m.arch, m.paper, m.name, m.name, n, m.shows, m.name,
-                       m.name, m.source))
+                       m.name, NO_MODULE.get(m.name, m.source)))
         print("models/zoo/%s: %d parameters" % (m.name, n))
     if args.only:
         return
