@@ -34,6 +34,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import zlib
 
 import numpy as np
@@ -1041,9 +1042,10 @@ def dlrun_init_shapes(dlrun, yaml_path):
 
 def write_model(m, dlrun):
     base = os.path.join(ZOO, m.name)
-    header = ("# %s (%s): %s.\n# Weights, input and expected output: "
-              "tools/gen_zoo.py; picture: %s.svg.\n" % (
-                  m.arch, m.paper, m.shows.replace("`", ""), m.name))
+    header = "".join("# " + line + "\n" for line in textwrap.wrap(
+        "%s (%s): %s. Weights, input and expected output: tools/gen_zoo.py;"
+        " picture: %s.svg." % (m.arch, m.paper, m.shows.replace("`", ""),
+                               m.name), 74))
     if m.ref is None:
         text = m.yaml
     else:
@@ -1151,7 +1153,8 @@ def main():
             continue
         n = write_model(m, args.dlrun)
         draw(args.dlrun, m.name)
-        rows.append("| %s | %s | [%s.yaml](%s.yaml) | %d | %s | [%s.svg](%s.svg) | %s |"
+        rows.append("| %s | %s | [%s.yaml](%s.yaml) | %d | %s | "
+                    "[<img src=\"%s.svg\" width=\"120\" alt=\"picture\">](%s.svg) | %s |"
                     % (m.arch, m.paper, m.name, m.name, n, m.shows, m.name,
                        m.name, NO_MODULE.get(m.name, m.source)))
         print("models/zoo/%s: %d parameters" % (m.name, n))
