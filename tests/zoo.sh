@@ -6,7 +6,7 @@
 #   formula where(c, a, b), bit for bit: npycmp tolerance 0 and cmp; so
 #   are tests/data/relu_select/*, the same for other n and C);
 # - one training step (`--loss mse`, the expected output as labels,
-#   starting from the committed weights) runs and writes weights;
+#   starting from fresh weights) runs, logs its loss and writes weights;
 # - `dlrun draw` gives NAME.svg byte for byte (the pictures are current;
 #   `make images` re-draws them).
 # Under DLRUN_VALGRIND=yes infer and train run under valgrind (about 80
@@ -37,16 +37,18 @@ t_infer() {
 	return 0
 }
 
-# t_train NAME: one step of mse training from the committed weights
+# t_train NAME: one step of mse training from fresh weights (dlrun init
+# semantics, so the loss against the expected output is not 0) runs,
+# logs a loss and writes weights
 t_train() {
-	_w=$(sed -n 's/^weights: *//p' "$zoo/$1.yaml")
-	[ -n "$_w" ] || _w=$1.safetensors
 	cat "$zoo/$1-input.npy" "$zoo/$1-expected.npy" >"$tmp/data.npy"
-	run_dlrun train "$zoo/$1.yaml" -w "$zoo/$_w" --data - --loss mse \
+	run_dlrun train "$zoo/$1.yaml" --data - --loss mse --seed 1 \
 		--epochs 1 --batch-size 1024 --no-shuffle --no-progress \
-		-o "$tmp/trained.safetensors" <"$tmp/data.npy"
+		--log "$tmp/log.jsonl" -o "$tmp/trained.safetensors" <"$tmp/data.npy"
 	expect_rc 0 || return 1
 	[ -s "$tmp/trained.safetensors" ] || fail "no weights written"
+	grep '"loss":[0-9]' "$tmp/log.jsonl" >/dev/null ||
+		fail "no loss in the log: $(cat "$tmp/log.jsonl")"
 	return 0
 }
 
