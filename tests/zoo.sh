@@ -14,6 +14,7 @@
 #
 # Environment: see tests/lib.sh; NPYCMP (tests/npycmp) is needed.
 
+# shellcheck source=tests/lib.sh
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 zoo=$srcdir/models/zoo
@@ -55,6 +56,7 @@ t_train() {
 # t_draw NAME: the committed picture is what dlrun draws now (never under
 # valgrind: the bytes are the same, and tests/draw.sh runs draw under it)
 t_draw() {
+	# shellcheck disable=SC2034 # last_cmd and rc are read by check
 	last_cmd="dlrun draw $zoo/$1.yaml -o $tmp/pic.svg"
 	"$DLRUN" draw "$zoo/$1.yaml" -o "$tmp/pic.svg" >"$tmp/stdout" 2>"$tmp/stderr"
 	rc=$?

@@ -47,7 +47,7 @@ sys.path.insert(0, HERE)
 import dltools  # noqa: E402
 import relu_select  # noqa: E402
 from gen_attention_fixtures import causal_dconv  # noqa: E402
-from gen_attention_opts_fixtures import allowed, ref_core  # noqa: E402
+from gen_attention_opts_fixtures import ref_core  # noqa: E402
 from gen_example_models import lenet5 as torch_lenet5  # noqa: E402
 from gen_gating_fixtures import graph_conv, highway, spatial_gating  # noqa: E402
 from gen_recurrent_fixtures import decoder_ref  # noqa: E402
