@@ -167,7 +167,10 @@ struct dl_ctx {
 	                            * life of the graph (dlrun infer, dlrun
 	                            * bench without --train): an op may keep
 	                            * a transform of them in n->priv, made at
-	                            * its first call */
+	                            * its first call */	double *aux_loss;          /* training forward: ops with an auxiliary
+	                            * loss (mixture_of_experts' balance_loss)
+	                            * add its value here, and their backward
+	                            * adds its gradient; NULL: not wanted */
 };
 
 /* Most ops have one output; an op whose n_outputs says more gets `out` as

@@ -51,17 +51,20 @@ static void kink_sides(void *arg, const struct dl_node *n, const struct dl_tenso
 	C->sides = h;
 }
 
-/* L = sum_k sum_j r_k[j] out_k[j], in double; *sides receives the hash of
+/* L = sum_k sum_j r_k[j] out_k[j] plus the forward's auxiliary losses, in
+ * double; *sides receives the hash of
  * the kinks' sides. */
 static double objective(struct check *C, int train, uint64_t *sides)
 {
-	struct dl_ctx ctx = {.train = train, .rng = &C->rng, .threads = dl_threads()};
+	double aux = 0;  /* auxiliary losses (balance_loss) are part of L */
+	struct dl_ctx ctx = {.train = train, .rng = &C->rng, .threads = dl_threads(),
+			     .aux_loss = &aux};
 	dl_rng_seed(&C->rng, C->seed + 17);
 	C->sides = 0xcbf29ce484222325ull;
 	dl_step_forward(&C->step, C->in, &ctx);
 	if (sides)
 		*sides = C->sides;
-	double L = 0;
+	double L = aux;
 	for (int k = 0; k < C->g->n_outputs; k++) {
 		const struct dl_value *v = &C->g->values[C->g->outputs[k]];
 		int64_t n = dl_shape_numel(&v->shape);
