@@ -24,7 +24,7 @@ static const struct dl_hp_desc moe_hp[] = {
 	/* def: the copies' scope prefix; choices: how many copies */
 	{"expert", DL_HP_ENTRIES, "experts", "num_experts", DL_HP_REQUIRED},
 	{"noisy_gating", DL_HP_BOOL, "false", NULL, 0},
-	{"balance_loss", DL_HP_FLOAT, "0", NULL, 0},
+	{"balance_loss", DL_HP_FLOAT, "0", NULL, DL_HP_NONNEG},
 };
 
 /* The noise's scale is at least this: softplus underflows to 0 far below
@@ -177,9 +177,6 @@ static int moe_infer(struct dl_node *n, const struct dl_shape *in,
 			}
 		}
 	/* parameters: the gate, then every expert's, named experts.I.J.NAME */
-	if (n->hp[HP_BALANCE].f < 0 || !isfinite(n->hp[HP_BALANCE].f))
-		return dl_node_error(err, n, HP_BALANCE, "balance_loss must be a number >= 0, got %g",
-				     n->hp[HP_BALANCE].f);
 	struct dl_shape gs = {2, {E, D}};
 	int rc = dl_node_param(n, "gate.weight", &gs, DL_INIT_ZEROS, 0, err);
 	if (rc < 0)
