@@ -1,5 +1,6 @@
 /* dlrun gradcheck: back-propagated gradients against central finite
- * differences of L = sum(r * output) for a fixed random r, accumulated in
+ * differences of L = sum(r * output) (plus auxiliary losses, such as
+ * mixture_of_experts' balance_loss) for a fixed random r, accumulated in
  * double, on a small random batch; the worst relative error per entry. */
 #include <getopt.h>
 #include <math.h>
@@ -424,7 +425,8 @@ const struct verb verb_gradcheck = {
 	"\n"
 	"On a random batch (batch 2; inputs N(0, 1), a graph_conv adjacency\n"
 	"U(0, 1), int ids uniform below an embedding's num_embeddings, else 4),\n"
-	"compares the gradient a of L = sum(r * output), r fixed and random, with\n"
+	"compares the gradient a of L = sum(r * output) (plus auxiliary losses:\n"
+	"a mixture_of_experts' balance_loss), r fixed and random, with\n"
 	"respect to every parameter and every float input, with central\n"
 	"differences n of L (in double) at K random elements of each (default 12),\n"
 	"at steps H, H/3, H/10, H/30, H/100 (H = 1e-2). A step that moves any\n"
