@@ -305,7 +305,11 @@ static double load_z(const struct moe_buf *b, int64_t t, int64_t e, int64_t E, i
 	return ((double)b->clean[t * E + e] - l[*j]) / *sigma;
 }
 
-/* The balance loss w (CV^2(importance) + CV^2(load)) of the last forward:
+/* The balance loss w (CV^2(importance) + CV^2(load)) of the last forward
+ * (of the whole global batch in data-parallel training, sums taken over
+ * the processes, so that every process computes the loss one process
+ * would; its gradient is then divided by this process's share, which the
+ * gradient reduction multiplies back):
  * importance[e] = sum of the tokens' gate weights of e; load[e] = the sum
  * of P(token in e's top k) when the noise makes it smooth (training with
  * noisy_gating and k < E), else the count of tokens sent to e with a
@@ -313,7 +317,7 @@ static double load_z(const struct moe_buf *b, int64_t t, int64_t e, int64_t E, i
  * grad, b->dimp and b->dload receive the loss's gradient with respect to
  * importance and load. b->dimp and b->dload are the storage either way. */
 static double balance(const struct dl_node *n, const struct moe_buf *b, int64_t M,
-		      int noisy_train, int grad)
+		      int noisy_train, int grad, const struct dl_shard *sh)
 {
 	int64_t E = n->hp[HP_E].i, k = n->hp[HP_K].i;
 	double wgt = n->hp[HP_BALANCE].f, *imp = b->dimp, *load = b->dload;
@@ -335,7 +339,15 @@ static double balance(const struct dl_node *n, const struct moe_buf *b, int64_t 
 			load[e] += 0.5 * erfc(-z * M_SQRT1_2);
 		}
 	}
-	double loss = wgt * (cv_squared(imp, E, wgt, grad) + cv_squared(load, E, wgt, grad));
+	if (sh && sh->allreduce) {
+		sh->allreduce(sh, imp, (int)(2 * E));  /* load follows imp */
+		if (sh->weight > 0)
+			wgt /= sh->weight;
+		else
+			grad = 0;  /* no tokens here: nothing to differentiate */
+	}
+	double loss = n->hp[HP_BALANCE].f * (cv_squared(imp, E, wgt, grad) +
+					     cv_squared(load, E, wgt, grad));
 	for (int64_t e = 0; grad && !smooth && e < E; e++)
 		load[e] = 0;
 	return loss;
@@ -350,20 +362,29 @@ static void moe_forward(struct dl_node *n, const struct dl_tensor *in,
 	int64_t Dout = out->shape.d[out->shape.ndim - 1];
 	int noisy = (int)n->hp[HP_NOISY].i, noisy_train = noisy && ctx->train;
 	memset(out->data, 0, (size_t)(M * Dout) * sizeof(float));
-	if (M == 0)
-		return;
 	struct moe_mem m = mem(n, M, E, k, D, Dout);
 	struct moe_buf b;
 	layout(&b, ctx->saved ? ctx->saved : ctx->ws, (float *)(void *)((char *)ctx->ws + m.scratch),
 	       M, E, k, D, Dout, noisy);
+	/* noise drawn as one process would for the whole batch */
+	const struct dl_shard *sh = ctx->shard;
+	int64_t N = in[0].shape.d[0];
+	int64_t per = dl_shape_prod(&in[0].shape, 1, in[0].shape.ndim - 1) * 2 * ((E + 1) / 2);
+	int bal = ctx->train && n->hp[HP_BALANCE].f > 0;
+	if (M == 0) {
+		/* a process without samples still takes its part: the draws
+		 * and the balance loss's sums */
+		if (noisy_train && sh)
+			dl_shard_rng_skip(sh, ctx->rng, sh->total, per);
+		if (bal && sh && sh->allreduce)
+			balance(n, &b, 0, noisy_train, 0, sh);
+		return;
+	}
 	const float *x = in[0].data, *gate = n->params[0].data;
 	dl_sub_link(n, subs(n));
 	if (noisy_train) {
-		/* H = x W_g^T + N(0, 1) softplus(x W_noise^T), noise drawn as
-		 * one process would for the whole batch */
+		/* H = x W_g^T + N(0, 1) softplus(x W_noise^T) */
 		const float *wn = n->params[1].data;
-		int64_t N = in[0].shape.d[0], per = M / (N > 0 ? N : 1) * 2 * ((E + 1) / 2);
-		const struct dl_shard *sh = ctx->shard;
 		dl_sgemm(0, 1, (int)M, (int)E, (int)D, 1.0f, x, (int)D, gate, (int)D, 0.0f,
 			 b.clean, (int)E);
 		dl_sgemm(0, 1, (int)M, (int)E, (int)D, 1.0f, x, (int)D, wn, (int)D, 0.0f,
@@ -395,8 +416,8 @@ static void moe_forward(struct dl_node *n, const struct dl_tensor *in,
 		for (int s = 0; s < k; s++)
 			b.w[t * k + s] = (float)(exp((double)l[sel[s]] - mx) / sum);
 	}
-	if (ctx->train && n->hp[HP_BALANCE].f > 0) {
-		double aux = balance(n, &b, M, noisy_train, 0);
+	if (bal) {
+		double aux = balance(n, &b, M, noisy_train, 0, sh);
 		if (ctx->aux_loss)
 			*ctx->aux_loss += aux;
 	}
@@ -440,12 +461,18 @@ static void moe_backward(struct dl_node *n, const struct dl_tensor *in,
 	int64_t D = in[0].shape.d[in[0].shape.ndim - 1];
 	int64_t M = dl_shape_prod(&in[0].shape, 0, in[0].shape.ndim - 1);
 	int64_t Dout = out->shape.d[out->shape.ndim - 1];
-	if (M == 0)
-		return;
+	int noisy = (int)n->hp[HP_NOISY].i, noisy_train = noisy && ctx->train;
+	int bal = ctx->train && n->hp[HP_BALANCE].f > 0;
 	struct moe_mem m = mem(n, M, E, k, D, Dout);
 	struct moe_buf b;
 	layout(&b, ctx->saved, (float *)(void *)((char *)ctx->ws + m.scratch), M, E, k, D, Dout,
-	       (int)n->hp[HP_NOISY].i);
+	       noisy);
+	if (M == 0) {
+		/* the balance loss's sums, as in forward */
+		if (bal && ctx->shard && ctx->shard->allreduce)
+			balance(n, &b, 0, noisy_train, 1, ctx->shard);
+		return;
+	}
 	const float *x = in[0].data;
 	double *gw = b.gw;  /* dout[t] . y_e[row] for each (token, slot) */
 	size_t used = 0;
@@ -486,11 +513,9 @@ static void moe_backward(struct dl_node *n, const struct dl_tensor *in,
 	/* through the softmax over the chosen logits (the balance loss's
 	 * importance adds to each chosen weight's gradient), into the logits
 	 * that chose: dclean, and with noise the noise's scale (draw) */
-	int noisy = (int)n->hp[HP_NOISY].i, noisy_train = noisy && ctx->train;
-	int bal = ctx->train && n->hp[HP_BALANCE].f > 0;
 	memset(b.dclean, 0, (size_t)(2 * M * E) * sizeof(float));
 	if (bal) {
-		balance(n, &b, M, noisy_train, 1);
+		balance(n, &b, M, noisy_train, 1, ctx->shard);
 		for (int64_t t = 0; t < M; t++)
 			for (int s = 0; s < k; s++)
 				gw[t * k + s] += b.dimp[b.sel[t * k + s]];
