@@ -243,6 +243,9 @@ struct dl_op_desc {
 	/* How many outputs the node has, from its hyperparameters (lstm's
 	 * output: state: h_n and c_n), at most DL_MAX_OUT; NULL: one. */
 	int (*n_outputs)(const struct dl_node *n);
+	/* Whether the node adds an auxiliary loss in training (through
+	 * ctx->aux_loss: mixture_of_experts' balance_loss); NULL: never. */
+	int (*has_aux_loss)(const struct dl_node *n);
 };
 
 /* ---- helpers for ops ---- */

@@ -563,6 +563,11 @@ static void moe_backward(struct dl_node *n, const struct dl_tensor *in,
 	}
 }
 
+static int moe_has_aux(const struct dl_node *n)
+{
+	return n->hp[HP_BALANCE].f > 0;
+}
+
 /* y = sum over the k largest gate logits (x gate.weight^T) of
  * softmax(those logits)_i expert_i(x), per token vector. In training,
  * noisy_gating chooses by H = x W_g^T + N(0, 1) softplus(x W_noise^T)
@@ -579,6 +584,7 @@ static const struct dl_op_desc moe_op = {
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = "gate.weight [num_experts, D]; noise.weight [num_experts, D] "
 		  "(noisy_gating); experts.I.J.<param> of expert I's entry J",
+	.has_aux_loss = moe_has_aux,
 };
 
 const struct dl_op_desc *const dl_ops_moe[] = {&moe_op, NULL};

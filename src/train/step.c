@@ -10,11 +10,8 @@ int dl_step_has_aux(const struct dl_graph *g)
 {
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *n = &g->nodes[i];
-		if (strcmp(n->op->name, "mixture_of_experts") == 0) {
-			for (int h = 0; h < n->op->n_hp; h++)
-				if (strcmp(n->op->hp[h].name, "balance_loss") == 0 && n->hp[h].f > 0)
-					return 1;
-		}
+		if (n->op->has_aux_loss && n->op->has_aux_loss(n))
+			return 1;
 		const struct dl_subgraphs *sub = n->sub;
 		for (int k = 0; sub && k < sub->n; k++)
 			if (dl_step_has_aux(sub->g[k]))

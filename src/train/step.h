@@ -47,8 +47,8 @@ struct dl_batch {
 	                           * step's dout are used as they are */
 };
 
-/* Whether some node of g adds an auxiliary loss in training (a
- * mixture_of_experts with balance_loss > 0, at any depth). */
+/* Whether some node of g, at any depth, adds an auxiliary loss in
+ * training (op->has_aux_loss: a mixture_of_experts with balance_loss > 0). */
 int dl_step_has_aux(const struct dl_graph *g);
 
 /* Index of output `name` in g->outputs, or -1. */
