@@ -59,6 +59,8 @@ bad attention_dropout.yaml 4:17: "dropout is 1.5; a probability is between 0 and
 bad attention_4d_heads.yaml 6:5: "have different numbers of heads"
 bad attention_4d_mha.yaml 4:5: "attention needs sequences [N, T, D]"
 bad attention_too_many.yaml 5:5: "5 inputs: attention takes q, k, v, an attn_mask [N, T, S] and a key_padding_mask [N, S]"
+bad transformer_kpm_shape.yaml 8:5: "the key_padding_mask (input 3) has shape [1, 5]; it must be [N, 4] (one flag per memory step)"
+bad transformer_dilation.yaml 5:54: "dilation applies to the window pattern; give window too"
 
 # `dlrun ops` prints the defaults the man page documents
 t_ops() {
