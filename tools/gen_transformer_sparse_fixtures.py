@@ -12,7 +12,8 @@ at inference). A sparse pattern is the self attention's boolean attn_mask
 (src_mask / tgt_mask) built from the contract's definitions
 (gen_attention_opts_fixtures.allowed: window with dilation, global tokens,
 random keys as src/ops/attention_core.c draws them, stride, fixed, block
-forms, causal). Padding is drawn at random (about 30%, never the first
+forms, causal). Two cases are long enough (T^2 >= 2^20) for dlrun's
+blocked online-softmax (flash) path of dense attention. Padding is drawn at random (about 30%, never the first
 key) and then lifted from one key of any query left with no key (PyTorch
 gives NaN there, dlrun zeros). Byte-stable.
 
@@ -58,6 +59,10 @@ CASES = [
      {"window": 1, "causal": True}),
     ("dec_fixed_norm_first_b1", True, 8, 3, 8, 4, 8, True, 1, True,
      {"fixed": 4, "global_tokens": 1, "random_keys": 1}),
+    # long dense self attention (T T >= 2^20 cells): the flash path
+    ("enc_flash_causal_kpm_b1", False, 1040, 0, 8, 2, 8, False, 1, True,
+     {"causal": True}),
+    ("enc_flash_bs2", False, 1030, 0, 4, 1, 4, True, 2, False, {}),
 ]
 
 

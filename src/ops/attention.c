@@ -582,6 +582,7 @@ static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 	a.Tq = (int)Tq;
 	a.Tk = (int)Tk;
 	a.dq = a.dk = a.dv = (int)(E / H);
+	a.keep_scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
 	mask_fill(&a, n, MH_MASK);
 	if ((double)a.cells * H > 1e10 || (double)N * (Tq + 2 * Tk) * E > 1e10)
 		return dl_node_error(err, n, -1, "the inputs are too large");
