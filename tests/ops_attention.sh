@@ -178,6 +178,62 @@ for pat in "stride: 64" "fixed: 64, fixed_summary: 1" \
 	check "memory O(T (2 l + T / l)) in T: $pat" t_linear "$pat" 26
 done
 
+# the transformer layers pass their patterns to their self attention: the
+# same O(T k) planned memory (encoder; decoder on a short memory)
+t_linear_tf() {
+	for T in 2048 4096; do
+		cat >"$tmp/tf$T.yaml" <<-YAML
+		inputs:
+		  x: {shape: [$T, 8]}
+		  m: {shape: [16, 8]}
+		  pad: {shape: [$T], dtype: int}
+		layers:
+		  - name: e
+		    in: [x, pad]
+		    transformer_encoder_layer: {nhead: 2, dim_feedforward: 16, $1}
+		  - name: d
+		    in: [x, m]
+		    transformer_decoder_layer: {nhead: 2, dim_feedforward: 16, $1}
+		  - in: [e, d]
+		    add: {}
+		YAML
+		run_dlrun summary "$tmp/tf$T.yaml" --json
+		expect_rc 0 || return 1
+		eval "p$T=\$(peak_bytes)"
+	done
+	[ -n "$p2048" ] && [ -n "$p4096" ] || fail "no peak_bytes in the summary"
+	# shellcheck disable=SC2154
+	[ "$((p4096 * 10))" -le "$((p2048 * $2))" ] ||
+		fail "peak bytes $p2048 at T=2048, $p4096 at T=4096: not linear"
+	[ "$p4096" -lt $((4096 * 4096 * 4)) ] ||
+		fail "peak bytes $p4096 at T=4096: a T x T matrix"
+}
+for pat in "window: 2, global_tokens: 1" \
+	"window: 1, global_tokens: 1, random_keys: 1, block_size: 8" \
+	"window: 2, dilation: 2, causal: true"; do
+	check "transformer layers, memory linear in T: $pat" t_linear_tf "$pat" 21
+done
+
+# dense attention at T = 16384 (d_model 256, 4 heads) takes the blocked
+# online-softmax path: the plan holds no T x T scores (one per head would be
+# 1 GiB each), and far less than 1 GiB in all
+t_flash_plan() {
+	cat >"$tmp/fl.yaml" <<-YAML
+	inputs:
+	  x: {shape: [16384, 256]}
+	layers:
+	  - multihead_attention: {num_heads: 4, causal: true}
+	  - attention: {}
+	YAML
+	run_dlrun summary "$tmp/fl.yaml" --json
+	expect_rc 0 || return 1
+	p=$(peak_bytes)
+	[ -n "$p" ] || fail "no peak_bytes in the summary"
+	[ "$p" -lt $((256 * 1048576)) ] ||
+		fail "peak bytes $p at T=16384: the scores are materialised"
+}
+check "dense attention at T = 16384 plans no T x T scores" t_flash_plan
+
 # a union of patterns over blocks on 60000 steps, with a key padding mask:
 # no T x T matrix (14 GB), in inference and in a training step
 t_long_union() {
