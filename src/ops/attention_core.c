@@ -239,10 +239,18 @@ static inline int key_at(const int *js, int t)
 	return js ? js[t] : t;
 }
 
+/* x . y in eight independent partial sums (the key lists' inner loop: a
+ * single running sum would wait on each addition) */
 static float dot(const float *x, const float *y, int n)
 {
-	float acc = 0.0f;
-	for (int e = 0; e < n; e++)
+	float p[8] = {0};
+	int e = 0;
+	for (; e + 8 <= n; e += 8)
+		for (int u = 0; u < 8; u++)
+			p[u] += x[e + u] * y[e + u];
+	float acc = ((p[0] + p[4]) + (p[1] + p[5])) +
+		    ((p[2] + p[6]) + (p[3] + p[7]));
+	for (; e < n; e++)
 		acc += x[e] * y[e];
 	return acc;
 }
