@@ -231,6 +231,18 @@ t_flash_plan() {
 	[ -n "$p" ] || fail "no peak_bytes in the summary"
 	[ "$p" -lt $((256 * 1048576)) ] ||
 		fail "peak bytes $p at T=16384: the scores are materialised"
+	# 40000 steps: 1.6e9 score cells, refused when they were materialised
+	cat >"$tmp/fl2.yaml" <<-YAML
+	inputs:
+	  x: {shape: [40000, 4]}
+	layers:
+	  - attention: {causal: true}
+	YAML
+	run_dlrun summary "$tmp/fl2.yaml" --json
+	expect_rc 0 || return 1
+	p=$(peak_bytes)
+	[ -n "$p" ] && [ "$p" -lt $((64 * 1048576)) ] ||
+		fail "peak bytes $p at T=40000"
 }
 check "dense attention at T = 16384 plans no T x T scores" t_flash_plan
 
