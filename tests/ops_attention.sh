@@ -5,8 +5,10 @@
 # stdout and no output file. Also: `dlrun ops` lists both with their
 # defaults, and `dlrun init` weights run, with kdim / vdim, dconv and
 # relative positions; every sparse pattern's planned memory grows as T k
-# (dlrun summary at T = 2048 and 4096) and long sparse unions run; attention
-# dropout is the identity at inference. The PyTorch references are
+# (dlrun summary at T = 2048 and 4096), also through the transformer layers'
+# patterns, and long sparse unions run; dense attention at T = 16384 plans
+# no T x T scores (the flash path; tests/check_attention.c compares it with
+# the materialised path); attention dropout is the identity at inference. The PyTorch references are
 # tests/fixtures/attention and tests/fixtures/attention_opts
 # (tools/gen_attention_fixtures.py, tools/gen_attention_opts_fixtures.py,
 # run by tests/fixtures.sh); the gradients are checked by tests/train.sh on

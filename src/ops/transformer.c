@@ -75,8 +75,8 @@ static int kpm_input(const struct dl_node *n)
 }
 
 /* The layer as inner nodes, in PyTorch's order (which is the order of its
- * parameters): the inputs are x (or tgt and memory, -1 and -2). Returns
- * the number of nodes. */
+ * parameters): the inputs are x (or tgt and memory, -1 and -2), then the
+ * key_padding_mask if any (-2 or -3). Returns the number of nodes. */
 static int describe(const struct dl_node *n, int64_t D, struct dl_sub_node *sp)
 {
 	double p = n->hp[HP_DROPOUT].f, eps = n->hp[HP_EPS].f;
