@@ -107,12 +107,12 @@ struct dl_sub_node {
 	const char *op;            /* op name: "multihead_attention" */
 	int n_in;                  /* 0: the previous node's output (the
 	                            * composite's first input for node 0) */
-	int in[2];                 /* k >= 0: node k's output; -1 - i: the
+	int in[3];                 /* k >= 0: node k's output; -1 - i: the
 	                            * composite's input i */
 	struct {
 		const char *name;  /* NULL ends the list */
 		double value;      /* INT, FLOAT or BOOL */
-	} hp[4];                   /* the others keep their defaults */
+	} hp[16];                  /* the others keep their defaults */
 };
 
 struct dl_node {
