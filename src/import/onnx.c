@@ -898,6 +898,11 @@ static int m_clip(struct ctx *c)
 		return simple(c, "relu6", NULL);
 	if (lo == 0 && isinf(hi))
 		return simple(c, "relu", NULL);
+	if (isinf(lo) && isinf(hi) && lo < 0 && hi > 0) {
+		/* no bounds: the identity */
+		int rc = need_rt(c, 0);
+		return rc ? rc : alias(c, c->in[0], 0);
+	}
 	char *hp = NULL;
 	if (!isinf(lo) && hp_add(c->im, &hp, "min: %s", fnum(lo)))
 		return DL_ERUN;
