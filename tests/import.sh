@@ -5,7 +5,7 @@
 #   of the written model gives PyTorch's output NAME-expected.npy for
 #   NAME-input.npy within 1e-4 relative;
 # - bad ONNX files (tests/data/onnx/bad, and truncated, empty and non-ONNX
-#   files made here) exit 2 with one line and write nothing;
+#   files made here: 21 in all) exit 2 with one line and write nothing;
 # - -o and the default output path, --help.
 # Every test is skipped when dlrun was built without ONNX import.
 #
@@ -17,7 +17,7 @@ data=$srcdir/tests/data/onnx
 models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
-attn_mask"
+attn_mask external_data no_outputs new_opset"
 
 "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null
 built=$?
@@ -182,6 +182,8 @@ check "bad attribute names node, op type and attribute" t_bad attr2 \
 	"$data/bad/bad_attr.onnx" "node 'pool' (MaxPool): attribute 'storage_order'"
 check "attention with a mask that is not causal: names the node and why" t_bad attn2 \
 	"$data/bad/attn_mask.onnx" "node '/attn/MatMul' (MatMul): input '/attn/Transpose_output_0' is time major"
+check "data in an external file is refused by name" t_bad ext2 \
+	"$data/bad/external_data.onnx" "initializer 'w' keeps its data in an external file"
 check "initializer size mismatch names the initializer" t_bad size2 \
 	"$data/bad/init_size.onnx" "initializer 'w' holds 44 bytes"
 

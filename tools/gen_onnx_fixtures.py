@@ -407,6 +407,23 @@ def bad_models(out):
             [helper.make_node("Relu", ["x"], ["y"], name="relu")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])], opset=5),
     }
+    # an initializer whose data is in another file
+    ext = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    ext.ClearField("raw_data")
+    ext.data_location = TensorProto.EXTERNAL
+    kv = ext.external_data.add()
+    kv.key, kv.value = "location", "w.bin"
+    bad["external_data"] = model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        [f32("x", ["N", 4])], [f32("y", ["N", 3])], [ext])
+    # a graph that declares no outputs
+    bad["no_outputs"] = model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [f32("x", ["N", 3])], [])
+    # an opset newer than dlrun import reads
+    bad["new_opset"] = model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [f32("x", ["N", 3])], [f32("y", ["N", 3])], opset=30)
     # a node without an op type
     m = model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
               [f32("x", ["N", 3])], [f32("y", ["N", 3])])
