@@ -697,6 +697,49 @@ static int check_memory(const struct dl_graph *g, int train, size_t top,
 		lim);
 }
 
+static int keep_cmp(const void *a, const void *b)
+{
+	const struct dl_node *x = *(const struct dl_node *const *)a;
+	const struct dl_node *y = *(const struct dl_node *const *)b;
+	/* multiply-adds per kept byte, fewest first */
+	double rx = (double)x->macs / (double)x->keep_bytes;
+	double ry = (double)y->macs / (double)y->keep_bytes;
+	return rx < ry ? -1 : rx > ry;
+}
+
+/* Which nodes may keep transformed weights at inference (node->keep): at
+ * most `budget` bytes of them, the planned activations and workspace, so
+ * that an inference's memory stays within the weights, twice the planned
+ * set and the program itself. The nodes that gain most per byte (fewest
+ * multiply-adds per kept byte: the transform is the largest share of
+ * their call) come first. Returns the bytes kept. */
+static size_t plan_keep(struct dl_graph *g, size_t budget)
+{
+	int n = 0;
+	for (int i = 0; i < g->n_nodes; i++) {
+		g->nodes[i].keep = 0;
+		n += g->nodes[i].keep_bytes > 0;
+	}
+	if (n == 0)
+		return 0;
+	struct dl_node **by = malloc((size_t)n * sizeof *by);
+	if (!by)
+		return 0;   /* nothing kept: each call transforms again */
+	n = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		if (g->nodes[i].keep_bytes > 0)
+			by[n++] = &g->nodes[i];
+	qsort(by, (size_t)n, sizeof *by, keep_cmp);
+	size_t kept = 0;
+	for (int i = 0; i < n; i++)
+		if (by[i]->keep_bytes <= budget - kept) {
+			by[i]->keep = 1;
+			kept += by[i]->keep_bytes;
+		}
+	free(by);
+	return kept;
+}
+
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
@@ -718,6 +761,7 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 	}
 	if ((rc = check_memory(g, train, top, ws, err)) != 0)
 		return rc;
+	g->keep_bytes = train ? 0 : plan_keep(g, top + ws);
 	if (top + ALIGN > g->arena_cap) {
 		free(g->arena);
 		g->arena_cap = top + ALIGN;

@@ -111,6 +111,8 @@ struct dl_graph {
 	size_t act_bytes;            /* peak bytes of live activations */
 	void *ws;
 	size_t ws_bytes, ws_cap;
+	size_t keep_bytes;           /* transformed weights the nodes may keep
+	                              * at inference (node->keep), in the plan */
 	struct dl_tensor *tin;       /* input views for one node call */
 	int tin_cap;
 

@@ -138,6 +138,11 @@ struct dl_node {
 	size_t saved_bytes;        /* kept from forward to backward (training):
 	                            * dropout masks, batch-norm statistics */
 	int64_t macs;              /* multiply-adds of one forward call */
+	size_t keep_bytes;         /* what the op would keep from one call to
+	                            * the next while the weights are fixed
+	                            * (ctx->fixed_weights): transformed weights */
+	int keep;                  /* set by the inference plan: the node may
+	                            * keep them (they fit the plan's budget) */
 
 	void *priv;                /* op-private, free()d with the graph */
 	void *sub;                 /* struct dl_subgraphs (engine/graph.h): an

@@ -562,11 +562,20 @@ static int64_t tile_of(const struct geom *g)
  * fewer multiply-adds than im2col's. The transforms only add and halve,
  * so results stay within a few float32 ulps of the direct sum. Worth it
  * when the GEMMs are big enough: at least 16 channels in and out. */
+/* Below WINO_MIN_TILES 2x2 tiles in the whole batch (resnet18's 512-channel
+ * layers at 2x2 or 4x4 outputs, batch 1) the GEMMs are a few columns wide
+ * and their time goes into packing the weight operand (perf: 45% of
+ * resnet18's 64x64 batch-1 forward in sgemm_oncopy), which Winograd makes
+ * 16/9 larger; im2col's one GEMM packs the plain weights and needs no
+ * transform, kept or not. */
+#define WINO_MIN_TILES 16
+
 static int winograd(const struct geom *g)
 {
 	return !g->transposed && g->kh == 3 && g->kw == 3 && g->sh == 1 &&
 	       g->sw == 1 && g->dh == 1 && g->dw == 1 && cin_g(g) >= 16 &&
-	       cout_g(g) >= 16 && !depthwise(g);
+	       cout_g(g) >= 16 && !depthwise(g) &&
+	       g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2) >= WINO_MIN_TILES;
 }
 
 /* Tiles of the output: TH x TW tiles of 2x2, processed in blocks of whole
@@ -1129,6 +1138,7 @@ static int conv_infer(struct dl_node *n, const struct dl_shape *in,
 		return dl_node_error(err, n, HP_KERNEL, "this convolution needs too much scratch memory");
 	n->ws_bytes = (size_t)(slot * nt + (double)shared_floats(&g)) * sizeof(float);
 	n->saved_bytes = 0;
+	n->keep_bytes = (size_t)shared_floats(&g) * sizeof(float);
 	n->macs = g.transposed ? g.N * g.C * g.H * g.W * OCg * kk
 			       : g.N * g.OC * g.OH * g.OW * Cg * kk;
 	return 0;
@@ -1145,7 +1155,8 @@ static const float *bias_of(const struct dl_node *n, const struct geom *g)
  * resnet18's 512->512 convolutions at 7x7 the weight transform was most
  * of the time). In training the weights change at every step, and the
  * one forward of a step transforms them into the planned scratch as
- * before. NULL: transform per call. */
+ * before. Only nodes whose n->keep the inference plan set (its budget:
+ * dl_graph_plan) keep them. NULL: transform per call. */
 struct wino_keep {
 	const float *w;   /* the weights U was made from */
 	int64_t size;     /* floats of U */
@@ -1155,7 +1166,7 @@ struct wino_keep {
 static const float *wino_kept(struct dl_node *n, const struct geom *g,
 			      const struct dl_ctx *ctx, int nt)
 {
-	if (!winograd(g) || !ctx->fixed_weights || ctx->train)
+	if (!winograd(g) || !ctx->fixed_weights || ctx->train || !n->keep)
 		return NULL;
 	const float *w = n->params[0].data;
 	int64_t size = shared_floats(g);

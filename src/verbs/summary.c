@@ -76,13 +76,16 @@ static int print_json(const struct dl_graph *g, int64_t batch)
 	int64_t macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		macs += g->nodes[i].macs;
-	json_t *o = json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"model", g->name ? g->name : g->file, "batch", (json_int_t)batch,
 		"entries", rows, "params", (json_int_t)params,
 		"buffers", (json_int_t)buffers, "macs", (json_int_t)macs,
 		"weights_bytes", (json_int_t)((params + buffers) * 4),
 		"activation_bytes", (json_int_t)g->arena_bytes,
-		"peak_bytes", (json_int_t)(g->arena_bytes + g->ws_bytes + (size_t)(params + buffers) * 4));
+		"workspace_bytes", (json_int_t)g->ws_bytes,
+		"kept_bytes", (json_int_t)g->keep_bytes,
+		"peak_bytes", (json_int_t)(g->arena_bytes + g->ws_bytes + g->keep_bytes +
+					   (size_t)(params + buffers) * 4));
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!s)
@@ -157,18 +160,24 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 	int64_t macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		macs += g->nodes[i].macs;
-	char wb[32], ab[32], wsb[32], pk[32];
+	char wb[32], ab[32], wsb[32], pk[32], kb[48] = "";
 	human(wb, sizeof wb, (double)(params + buffers) * 4);
 	human(ab, sizeof ab, (double)g->arena_bytes);
 	human(wsb, sizeof wsb, (double)g->ws_bytes);
-	human(pk, sizeof pk, (double)(g->arena_bytes + g->ws_bytes) + (double)(params + buffers) * 4);
+	human(pk, sizeof pk, (double)(g->arena_bytes + g->ws_bytes + g->keep_bytes) +
+	      (double)(params + buffers) * 4);
+	if (g->keep_bytes) {
+		char h[32];
+		human(h, sizeof h, (double)g->keep_bytes);
+		snprintf(kb, sizeof kb, " + %s kept", h);
+	}
 	printf("\ntotal parameters: %lld", (long long)params);
 	if (buffers)
 		printf(" (plus %lld in buffers)", (long long)buffers);
 	printf("\nmultiply-adds:    %lld (batch %lld)\n", (long long)macs, (long long)batch);
 	printf("weights:          %s\n", wb);
-	printf("planned memory:   %s activations + %s workspace + %s weights = %s peak\n",
-	       ab, wsb, wb, pk);
+	printf("planned memory:   %s activations + %s workspace%s + %s weights = %s peak\n",
+	       ab, wsb, kb, wb, pk);
 	if (train_bytes) {
 		char tb[32];
 		human(tb, sizeof tb, (double)train_bytes);
