@@ -143,6 +143,11 @@ struct dl_node {
 	                            * (ctx->fixed_weights): transformed weights */
 	int keep;                  /* set by the inference plan: the node may
 	                            * keep them (they fit the plan's budget) */
+	struct dl_epilogue *epi;   /* set by the fusion pass (engine/fuse.c):
+	                            * this node also computes the entries that
+	                            * follow it, up to epi->last; NULL: not */
+	int fused;                 /* computed by an earlier node's epilogue:
+	                            * skipped */
 
 	void *priv;                /* op-private, free()d with the graph */
 	void *sub;                 /* struct dl_subgraphs (engine/graph.h): an

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "engine/fuse.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
 #include "engine/threads.h"
@@ -422,7 +423,8 @@ DL_CLONES static void dw_plane_backward(float *restrict dx, float *restrict dw,
 /* y [N, OC, OH, OW] from x [N, C, H, W], w [OC, 1, kh, kw], b [OC] or NULL;
  * output channel oc reads input channel oc / (OC / C). */
 static void depthwise_forward(float *y, const float *x, const float *w,
-			      const float *b, const struct geom *g)
+			      const float *b, const struct geom *g,
+			      const struct dl_epilogue *e, const float *res)
 {
 	int64_t mult = g->OC / g->C, planes = g->N * g->OC;
 	int64_t in_plane = g->H * g->W, out_plane = g->OH * g->OW;
@@ -437,6 +439,8 @@ static void depthwise_forward(float *y, const float *x, const float *w,
 			dw3x3_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
 		else
 			dw_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
+		if (e)
+			dl_epilogue_row(e, yp, res ? res + p * out_plane : NULL, oc, out_plane);
 	}
 }
 
@@ -743,7 +747,8 @@ DL_CLONES static void wino_input(float *restrict V, float *restrict pad,
 DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 				  const float *restrict M, const float *b,
 				  const struct geom *g, const struct wino *p,
-				  int64_t th0, int64_t th1)
+				  int64_t th0, int64_t th1,
+				  const struct dl_epilogue *e, const float *r, int64_t c0)
 {
 	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
 	int64_t cs = OCg * T;
@@ -771,6 +776,10 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 			memcpy(yo, o0, (size_t)OW * sizeof *yo);
 			if (oh + 1 < g->OH)
 				memcpy(yo + OW, o1, (size_t)OW * sizeof *yo);
+			if (e) {
+				int64_t rows = oh + 1 < g->OH ? 2 : 1;
+				dl_epilogue_row(e, yo, r ? r + (yo - y) : NULL, c0 + o, rows * OW);
+			}
 		}
 	}
 }
@@ -779,7 +788,8 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
  * tile rows, on nt threads, each with its slot of ws; U after the slots. */
 static void wino_forward(float *y, const float *x, const float *w,
 			 const float *Uk, const float *b, float *ws,
-			 const struct geom *g, int nt)
+			 const struct geom *g, int nt,
+			 const struct dl_epilogue *e, const float *res)
 {
 	struct wino p = wino_plan(g);
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
@@ -819,9 +829,9 @@ static void wino_forward(float *y, const float *x, const float *w,
 		for (int64_t r = r0; r < r1;) {
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-			wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out,
-				    M + (r - r0) * p.TW, b ? b + gi * OCg : NULL, g, &p,
-				    th0, th1);
+			int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
+			wino_output(y + yoff, out, M + (r - r0) * p.TW, b ? b + gi * OCg : NULL,
+				    g, &p, th0, th1, e, res ? res + yoff : NULL, gi * OCg);
 			r += th1 - th0;
 		}
 	}
@@ -876,10 +886,11 @@ static void reduce_partials(float *dw, const float *part, int64_t slot,
  * Units: image x group x tile of output rows. ws: nt slots. */
 static void conv_forward(float *y, const float *x, const float *w,
 			 const float *Uk, const float *b, float *ws,
-			 const struct geom *g, int nt)
+			 const struct geom *g, int nt,
+			 const struct dl_epilogue *e, const float *res)
 {
 	if (winograd(g)) {
-		wino_forward(y, x, w, Uk, b, ws, g, nt);
+		wino_forward(y, x, w, Uk, b, ws, g, nt, e, res);
 		return;
 	}
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
@@ -915,6 +926,9 @@ static void conv_forward(float *y, const float *x, const float *w,
 			 (int)K, B, (int)ldb, 0.0f, yt, (int)P);
 		if (b)
 			add_bias_rows(yt, b + gi * OCg, OCg, cols, P);
+		for (int64_t o = 0; e && o < OCg; o++)
+			dl_epilogue_row(e, yt + o * P, res ? res + (yt - y) + o * P : NULL,
+					gi * OCg + o, cols);
 	}
 	blas_serial_end(saved);
 }
@@ -1188,15 +1202,18 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 {
 	struct geom g;
 	geometry(n, &in[0].shape, &g, NULL);
-	const float *w = n->params[0].data, *b = bias_of(n, &g);
+	/* a fused epilogue (engine/fuse.c) adds the bias itself */
+	const struct dl_epilogue *e = ctx->train || g.transposed ? NULL : n->epi;
+	const float *w = n->params[0].data, *b = e ? NULL : bias_of(n, &g);
+	const float *res = e ? e->resp : NULL;
 	int nt = threads_for(n, &g);
 	if (g.transposed)
 		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))
-		depthwise_forward(out->data, in[0].data, w, b, &g);
+		depthwise_forward(out->data, in[0].data, w, b, &g, e, res);
 	else
 		conv_forward(out->data, in[0].data, w, wino_kept(n, &g, ctx, nt), b,
-			     ctx->ws, &g, nt);
+			     ctx->ws, &g, nt, e, res);
 }
 
 static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,

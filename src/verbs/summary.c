@@ -58,7 +58,7 @@ static int64_t row_shape(const struct dl_graph *g, const struct dl_row *row,
 	return floats;
 }
 
-static int print_json(const struct dl_graph *g, int64_t batch)
+static int print_json(const struct dl_graph *g, int64_t batch, size_t train_bytes)
 {
 	json_t *rows = json_array();
 	char shape[256];
@@ -86,6 +86,8 @@ static int print_json(const struct dl_graph *g, int64_t batch)
 		"kept_bytes", (json_int_t)g->keep_bytes,
 		"peak_bytes", (json_int_t)(g->arena_bytes + g->ws_bytes + g->keep_bytes +
 					   (size_t)(params + buffers) * 4));
+	if (train_bytes)
+		json_object_set_new(o, "training_bytes", json_integer((json_int_t)train_bytes));
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!s)
@@ -256,7 +258,7 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_graph_plan(g, 0, err);
 	if (rc == 0) {
-		if (json && print_json(g, batch) != 0)
+		if (json && print_json(g, batch, train_bytes) != 0)
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
 		if (!json)
 			print_table(g, batch, train_bytes);
