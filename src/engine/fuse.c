@@ -31,6 +31,15 @@
 #include "engine/graph.h"
 #include "engine/op.h"
 
+/* The epilogue kernels compiled for AVX-512, AVX2 and baseline x86-64, as
+ * the ops' hot loops (src/ops/spatial.h's DL_CLONES) */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+	defined(__x86_64__) && defined(__linux__)
+#define FUSE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FUSE_CLONES
+#endif
+
 #define GELU_SQRT1_2 0.70710678118654752440f    /* as src/ops/activation.c */
 #define GELU_BETA 0.79788456080286535588f
 #define GELU_KAPPA 0.044715f
@@ -191,7 +200,7 @@ void dl_epilogue_prepare(struct dl_graph *g, struct dl_node *h)
 	e->ready = 1;
 }
 
-static inline float act(int a, float v)
+static inline __attribute__((always_inline)) float act(int a, float v)
 {
 	switch (a) {
 	case DL_ACT_RELU:
@@ -214,7 +223,7 @@ static inline float act(int a, float v)
 }
 
 /* one activation over a row, its loop vectorised per kind */
-static void act_row(int a, float *y, int64_t n)
+static inline __attribute__((always_inline)) void act_row(int a, float *y, int64_t n)
 {
 	switch (a) {
 	case DL_ACT_RELU:
@@ -247,20 +256,21 @@ static void act_row(int a, float *y, int64_t n)
 	}
 }
 
-void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
-		     int64_t c, int64_t n)
+FUSE_CLONES void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
+				 int64_t c, int64_t n)
 {
 	float b = e->bias ? e->bias[c] : 0.0f;
-	if (e->bias) {
-		#pragma omp simd
-		for (int64_t k = 0; k < n; k++)
-			y[k] += b;
-	}
 	if (e->scale) {
+		/* the convolution's bias, then batch norm's y * scale + shift,
+		 * each rounded as the unfused ops do */
 		float s = e->scale[c], t = e->shift[c];
 		#pragma omp simd
 		for (int64_t k = 0; k < n; k++)
-			y[k] = y[k] * s + t;
+			y[k] = (y[k] + b) * s + t;
+	} else if (e->bias) {
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] += b;
 	}
 	act_row(e->act1, y, n);
 	if (r) {
@@ -271,8 +281,8 @@ void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
 	act_row(e->act2, y, n);
 }
 
-void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const float *r,
-		      int64_t rows, int64_t C)
+FUSE_CLONES void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const float *r,
+				  int64_t rows, int64_t C)
 {
 	#pragma omp parallel for if (rows * C > 32768)
 	for (int64_t m = 0; m < rows; m++) {
