@@ -88,6 +88,11 @@ static int print_json(const struct dl_graph *g, int64_t batch, size_t train_byte
 					   (size_t)(params + buffers) * 4));
 	if (train_bytes)
 		json_object_set_new(o, "training_bytes", json_integer((json_int_t)train_bytes));
+	/* the model inputs of one batch, as float32: the caller's buffers */
+	int64_t in_floats = 0;
+	for (int i = 0; i < g->n_inputs; i++)
+		in_floats += dl_shape_numel(&g->values[i].shape);
+	json_object_set_new(o, "input_bytes", json_integer((json_int_t)(in_floats * 4)));
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!s)
