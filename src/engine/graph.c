@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "engine/graph.h"
+#include "engine/fuse.h"
 #include "engine/threads.h"
 
 #define ALIGN 64
@@ -44,6 +45,7 @@ void dl_graph_free(struct dl_graph *g)
 {
 	if (!g)
 		return;
+	dl_graph_unfuse(g);
 	for (int i = 0; i < g->n_nodes; i++) {
 		struct dl_node *n = &g->nodes[i];
 		free((char *)n->scope);
@@ -463,7 +465,7 @@ static void lifetimes(struct dl_graph *g, int train)
 	for (int v = g->n_inputs; v < g->n_values; v++) {
 		struct dl_value *x = &g->values[v];
 		int p = x->producer;
-		x->t0 = p;
+		x->t0 = x->born && !train ? x->born - 1 : p;
 		x->t1 = x->last_use >= 0 ? x->last_use : p;
 		if (x->pinned)
 			x->t1 = train ? (x->t1 > n ? x->t1 : n) : forever;
@@ -499,7 +501,7 @@ static void lifetimes(struct dl_graph *g, int train)
 static int item_start(const struct dl_graph *g, int it, int train)
 {
 	int v = it / 2;
-	if (v < g->n_inputs || (it % 2 && !train))
+	if (v < g->n_inputs || (it % 2 && !train) || (g->values[v].alias && !train))
 		return -1;
 	return it % 2 ? g->values[v].g0 : g->values[v].t0;
 }
@@ -697,6 +699,49 @@ static int check_memory(const struct dl_graph *g, int train, size_t top,
 		lim);
 }
 
+static int keep_cmp(const void *a, const void *b)
+{
+	const struct dl_node *x = *(const struct dl_node *const *)a;
+	const struct dl_node *y = *(const struct dl_node *const *)b;
+	/* multiply-adds per kept byte, fewest first */
+	double rx = (double)x->macs / (double)x->keep_bytes;
+	double ry = (double)y->macs / (double)y->keep_bytes;
+	return rx < ry ? -1 : rx > ry;
+}
+
+/* Which nodes may keep transformed weights at inference (node->keep): at
+ * most `budget` bytes of them, the planned activations and workspace, so
+ * that an inference's memory stays within the weights, twice the planned
+ * set and the program itself. The nodes that gain most per byte (fewest
+ * multiply-adds per kept byte: the transform is the largest share of
+ * their call) come first. Returns the bytes kept. */
+static size_t plan_keep(struct dl_graph *g, size_t budget)
+{
+	int n = 0;
+	for (int i = 0; i < g->n_nodes; i++) {
+		g->nodes[i].keep = 0;
+		n += g->nodes[i].keep_bytes > 0;
+	}
+	if (n == 0)
+		return 0;
+	struct dl_node **by = malloc((size_t)n * sizeof *by);
+	if (!by)
+		return 0;   /* nothing kept: each call transforms again */
+	n = 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		if (g->nodes[i].keep_bytes > 0)
+			by[n++] = &g->nodes[i];
+	qsort(by, (size_t)n, sizeof *by, keep_cmp);
+	size_t kept = 0;
+	for (int i = 0; i < n; i++)
+		if (by[i]->keep_bytes <= budget - kept) {
+			by[i]->keep = 1;
+			kept += by[i]->keep_bytes;
+		}
+	free(by);
+	return kept;
+}
+
 int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 {
 	if (!g->shapes_ready)
@@ -706,6 +751,12 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 	g->plan_gen = 0;
 	g->train_plan = train;
 	size_t top = 0, ws = 0;
+	if (!train && g->fuse) {
+		if (dl_graph_fuse(g) != 0)
+			return dl_error_set(err, DL_ERUN, "out of memory");
+	} else {
+		dl_graph_unfuse(g);
+	}
 	int rc = dl_graph_layout(g, train, &top, err);
 	if (rc)
 		return rc;
@@ -718,6 +769,7 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 	}
 	if ((rc = check_memory(g, train, top, ws, err)) != 0)
 		return rc;
+	g->keep_bytes = train ? 0 : plan_keep(g, top + ws);
 	if (top + ALIGN > g->arena_cap) {
 		free(g->arena);
 		g->arena_cap = top + ALIGN;
@@ -749,6 +801,9 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 		g->values[v].data = (float *)(g->arena + g->values[v].offset);
 		g->values[v].grad = train ? (float *)(g->arena + g->values[v].goffset) : NULL;
 	}
+	for (int v = g->n_inputs; !train && v < g->n_values; v++)
+		if (g->values[v].alias)
+			g->values[v].data = g->values[g->values[v].alias - 1].data;
 	if (train && (rc = plan_training(g, max_in, err)) != 0)
 		return rc;
 	g->plan_gen = g->shape_gen;
@@ -764,6 +819,13 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 	ctx->ws = g->ws;
 	for (int i = 0; i < g->n_nodes; i++) {
 		struct dl_node *n = &g->nodes[i];
+		if (n->fused && !ctx->train)
+			continue;   /* an earlier node's epilogue computed it */
+		if (n->epi && !ctx->train) {
+			if (!n->epi->ready)
+				dl_epilogue_prepare(g, n);
+			n->epi->resp = n->epi->res >= 0 ? g->values[n->epi->res].data : NULL;
+		}
 		for (int k = 0; k < n->n_in; k++) {
 			g->tin[k].shape = g->values[n->in[k]].shape;
 			g->tin[k].data = g->values[n->in[k]].data;

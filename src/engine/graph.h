@@ -24,6 +24,10 @@ struct dl_value {
 	 * n_nodes; backward of node i is step 2 n_nodes - i. */
 	int t0, t1;        /* data */
 	int g0, g1;        /* grad (training plans) */
+	int alias;         /* fused away (engine/fuse.c): 1 + the value whose
+	                    * buffer it shares; 0: its own */
+	int born;          /* 1 + the node from which a fused chain writes it;
+	                    * 0: its producer's step */
 };
 
 struct dl_input_spec {
@@ -111,6 +115,11 @@ struct dl_graph {
 	size_t act_bytes;            /* peak bytes of live activations */
 	void *ws;
 	size_t ws_bytes, ws_cap;
+	int fuse;                    /* inference plans run the fusion pass
+	                              * (engine/fuse.c): set while the weights
+	                              * are fixed (dl_ctx.fixed_weights) */
+	size_t keep_bytes;           /* transformed weights the nodes may keep
+	                              * at inference (node->keep), in the plan */
 	struct dl_tensor *tin;       /* input views for one node call */
 	int tin_cap;
 

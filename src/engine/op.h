@@ -138,6 +138,16 @@ struct dl_node {
 	size_t saved_bytes;        /* kept from forward to backward (training):
 	                            * dropout masks, batch-norm statistics */
 	int64_t macs;              /* multiply-adds of one forward call */
+	size_t keep_bytes;         /* what the op would keep from one call to
+	                            * the next while the weights are fixed
+	                            * (ctx->fixed_weights): transformed weights */
+	int keep;                  /* set by the inference plan: the node may
+	                            * keep them (they fit the plan's budget) */
+	struct dl_epilogue *epi;   /* set by the fusion pass (engine/fuse.c):
+	                            * this node also computes the entries that
+	                            * follow it, up to epi->last; NULL: not */
+	int fused;                 /* computed by an earlier node's epilogue:
+	                            * skipped */
 
 	void *priv;                /* op-private, free()d with the graph */
 	void *sub;                 /* struct dl_subgraphs (engine/graph.h): an

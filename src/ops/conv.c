@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "engine/fuse.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
 #include "engine/threads.h"
@@ -422,7 +423,8 @@ DL_CLONES static void dw_plane_backward(float *restrict dx, float *restrict dw,
 /* y [N, OC, OH, OW] from x [N, C, H, W], w [OC, 1, kh, kw], b [OC] or NULL;
  * output channel oc reads input channel oc / (OC / C). */
 static void depthwise_forward(float *y, const float *x, const float *w,
-			      const float *b, const struct geom *g)
+			      const float *b, const struct geom *g,
+			      const struct dl_epilogue *e, const float *res)
 {
 	int64_t mult = g->OC / g->C, planes = g->N * g->OC;
 	int64_t in_plane = g->H * g->W, out_plane = g->OH * g->OW;
@@ -437,6 +439,8 @@ static void depthwise_forward(float *y, const float *x, const float *w,
 			dw3x3_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
 		else
 			dw_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
+		if (e)
+			dl_epilogue_row(e, yp, res ? res + p * out_plane : NULL, oc, out_plane);
 	}
 }
 
@@ -562,11 +566,20 @@ static int64_t tile_of(const struct geom *g)
  * fewer multiply-adds than im2col's. The transforms only add and halve,
  * so results stay within a few float32 ulps of the direct sum. Worth it
  * when the GEMMs are big enough: at least 16 channels in and out. */
+/* Below WINO_MIN_TILES 2x2 tiles in the whole batch (resnet18's 512-channel
+ * layers at 2x2 or 4x4 outputs, batch 1) the GEMMs are a few columns wide
+ * and their time goes into packing the weight operand (perf: 45% of
+ * resnet18's 64x64 batch-1 forward in sgemm_oncopy), which Winograd makes
+ * 16/9 larger; im2col's one GEMM packs the plain weights and needs no
+ * transform, kept or not. */
+#define WINO_MIN_TILES 16
+
 static int winograd(const struct geom *g)
 {
 	return !g->transposed && g->kh == 3 && g->kw == 3 && g->sh == 1 &&
 	       g->sw == 1 && g->dh == 1 && g->dw == 1 && cin_g(g) >= 16 &&
-	       cout_g(g) >= 16 && !depthwise(g);
+	       cout_g(g) >= 16 && !depthwise(g) &&
+	       g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2) >= WINO_MIN_TILES;
 }
 
 /* Tiles of the output: TH x TW tiles of 2x2, processed in blocks of whole
@@ -734,7 +747,8 @@ DL_CLONES static void wino_input(float *restrict V, float *restrict pad,
 DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 				  const float *restrict M, const float *b,
 				  const struct geom *g, const struct wino *p,
-				  int64_t th0, int64_t th1)
+				  int64_t th0, int64_t th1,
+				  const struct dl_epilogue *e, const float *r, int64_t c0)
 {
 	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
 	int64_t cs = OCg * T;
@@ -762,6 +776,10 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 			memcpy(yo, o0, (size_t)OW * sizeof *yo);
 			if (oh + 1 < g->OH)
 				memcpy(yo + OW, o1, (size_t)OW * sizeof *yo);
+			if (e) {
+				int64_t rows = oh + 1 < g->OH ? 2 : 1;
+				dl_epilogue_row(e, yo, r ? r + (yo - y) : NULL, c0 + o, rows * OW);
+			}
 		}
 	}
 }
@@ -770,7 +788,8 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
  * tile rows, on nt threads, each with its slot of ws; U after the slots. */
 static void wino_forward(float *y, const float *x, const float *w,
 			 const float *Uk, const float *b, float *ws,
-			 const struct geom *g, int nt)
+			 const struct geom *g, int nt,
+			 const struct dl_epilogue *e, const float *res)
 {
 	struct wino p = wino_plan(g);
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
@@ -810,9 +829,9 @@ static void wino_forward(float *y, const float *x, const float *w,
 		for (int64_t r = r0; r < r1;) {
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-			wino_output(y + (nn * g->OC + gi * OCg) * g->OH * g->OW, out,
-				    M + (r - r0) * p.TW, b ? b + gi * OCg : NULL, g, &p,
-				    th0, th1);
+			int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
+			wino_output(y + yoff, out, M + (r - r0) * p.TW, b ? b + gi * OCg : NULL,
+				    g, &p, th0, th1, e, res ? res + yoff : NULL, gi * OCg);
 			r += th1 - th0;
 		}
 	}
@@ -867,10 +886,11 @@ static void reduce_partials(float *dw, const float *part, int64_t slot,
  * Units: image x group x tile of output rows. ws: nt slots. */
 static void conv_forward(float *y, const float *x, const float *w,
 			 const float *Uk, const float *b, float *ws,
-			 const struct geom *g, int nt)
+			 const struct geom *g, int nt,
+			 const struct dl_epilogue *e, const float *res)
 {
 	if (winograd(g)) {
-		wino_forward(y, x, w, Uk, b, ws, g, nt);
+		wino_forward(y, x, w, Uk, b, ws, g, nt, e, res);
 		return;
 	}
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
@@ -906,6 +926,9 @@ static void conv_forward(float *y, const float *x, const float *w,
 			 (int)K, B, (int)ldb, 0.0f, yt, (int)P);
 		if (b)
 			add_bias_rows(yt, b + gi * OCg, OCg, cols, P);
+		for (int64_t o = 0; e && o < OCg; o++)
+			dl_epilogue_row(e, yt + o * P, res ? res + (yt - y) + o * P : NULL,
+					gi * OCg + o, cols);
 	}
 	blas_serial_end(saved);
 }
@@ -1129,6 +1152,7 @@ static int conv_infer(struct dl_node *n, const struct dl_shape *in,
 		return dl_node_error(err, n, HP_KERNEL, "this convolution needs too much scratch memory");
 	n->ws_bytes = (size_t)(slot * nt + (double)shared_floats(&g)) * sizeof(float);
 	n->saved_bytes = 0;
+	n->keep_bytes = (size_t)shared_floats(&g) * sizeof(float);
 	n->macs = g.transposed ? g.N * g.C * g.H * g.W * OCg * kk
 			       : g.N * g.OC * g.OH * g.OW * Cg * kk;
 	return 0;
@@ -1145,7 +1169,8 @@ static const float *bias_of(const struct dl_node *n, const struct geom *g)
  * resnet18's 512->512 convolutions at 7x7 the weight transform was most
  * of the time). In training the weights change at every step, and the
  * one forward of a step transforms them into the planned scratch as
- * before. NULL: transform per call. */
+ * before. Only nodes whose n->keep the inference plan set (its budget:
+ * dl_graph_plan) keep them. NULL: transform per call. */
 struct wino_keep {
 	const float *w;   /* the weights U was made from */
 	int64_t size;     /* floats of U */
@@ -1155,7 +1180,7 @@ struct wino_keep {
 static const float *wino_kept(struct dl_node *n, const struct geom *g,
 			      const struct dl_ctx *ctx, int nt)
 {
-	if (!winograd(g) || !ctx->fixed_weights || ctx->train)
+	if (!winograd(g) || !ctx->fixed_weights || ctx->train || !n->keep)
 		return NULL;
 	const float *w = n->params[0].data;
 	int64_t size = shared_floats(g);
@@ -1177,15 +1202,18 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 {
 	struct geom g;
 	geometry(n, &in[0].shape, &g, NULL);
-	const float *w = n->params[0].data, *b = bias_of(n, &g);
+	/* a fused epilogue (engine/fuse.c) adds the bias itself */
+	const struct dl_epilogue *e = ctx->train || g.transposed ? NULL : n->epi;
+	const float *w = n->params[0].data, *b = e ? NULL : bias_of(n, &g);
+	const float *res = e ? e->resp : NULL;
 	int nt = threads_for(n, &g);
 	if (g.transposed)
 		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))
-		depthwise_forward(out->data, in[0].data, w, b, &g);
+		depthwise_forward(out->data, in[0].data, w, b, &g, e, res);
 	else
 		conv_forward(out->data, in[0].data, w, wino_kept(n, &g, ctx, nt), b,
-			     ctx->ws, &g, nt);
+			     ctx->ws, &g, nt, e, res);
 }
 
 static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,

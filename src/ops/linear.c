@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/gemm.h"
+#include "engine/fuse.h"
 #include "engine/op.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
@@ -119,8 +120,12 @@ static void linear_fwd(struct dl_node *n, const struct dl_tensor *in,
 	int I = (int)x->d[x->ndim - 1];
 	int O = (int)n->params[0].shape.d[0];
 	int M = (int)dl_shape_prod(x, 0, x->ndim - 1);
+	/* a fused epilogue (engine/fuse.c) adds the bias itself */
+	const struct dl_epilogue *e = ctx->train ? NULL : n->epi;
 	linear_forward(out->data, in[0].data, n->params[0].data,
-		       n->n_params > 1 ? n->params[1].data : NULL, M, I, O);
+		       n->n_params > 1 && !e ? n->params[1].data : NULL, M, I, O);
+	if (e)
+		dl_epilogue_cols(e, out->data, e->resp, M, O);
 }
 
 static void linear_bwd(struct dl_node *n, const struct dl_tensor *in,

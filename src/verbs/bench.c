@@ -61,6 +61,7 @@ static void iterate(struct bench *B)
 static int setup(struct bench *B, struct dl_error *err)
 {
 	struct dl_graph *g = B->g;
+	g->fuse = !B->train && verb_fuse();   /* the weights are fixed */
 	int rc = dl_graph_plan(g, B->train, err);
 	if (rc == 0 && B->train)
 		rc = dl_graph_train_setup(g, err);
@@ -125,10 +126,15 @@ static void report(const struct bench *B, const char *model, long long batch, in
 	}
 	if (json) {
 		json_t *entries = json_array();
-		for (int i = 0; med_node && i < n; i++)
-			json_array_append_new(entries, json_pack("{s:s, s:s, s:f, s:f}",
+		for (int i = 0; med_node && i < n; i++) {
+			json_t *e = json_pack("{s:s, s:s, s:f, s:f}",
 				"scope", g->nodes[i].scope, "op", g->nodes[i].op->name,
-				"median_ms", med_node[i], "share", total > 0 ? med_node[i] / total : 0.0));
+				"median_ms", med_node[i], "share", total > 0 ? med_node[i] / total : 0.0);
+			/* computed by an earlier entry's fused epilogue */
+			if (e && g->nodes[i].fused)
+				json_object_set_new(e, "fused", json_true());
+			json_array_append_new(entries, e);
+		}
 		json_t *o = json_pack("{s:s, s:I, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:o}",
 			"model", g->name ? g->name : model, "batch", (json_int_t)batch,
 			"threads", dl_threads(), "iterations", iters, "train", B->train,
@@ -147,8 +153,13 @@ static void report(const struct bench *B, const char *model, long long batch, in
 		printf("per iteration: median %.3f ms, min %.3f ms, max %.3f ms\n\n", med, mn, mx);
 		printf("%-24s %-20s %12s %8s\n", "entry", "op", "median ms", "share");
 		for (int i = 0; med_node && i < n; i++)
-			printf("%-24s %-20s %12.4f %7.1f%%\n", g->nodes[i].scope, g->nodes[i].op->name,
-			       med_node[i], total > 0 ? 100 * med_node[i] / total : 0.0);
+			if (g->nodes[i].fused)
+				printf("%-24s %-20s %12s\n", g->nodes[i].scope, g->nodes[i].op->name,
+				       "(fused)");
+			else
+				printf("%-24s %-20s %12.4f %7.1f%%\n", g->nodes[i].scope,
+				       g->nodes[i].op->name, med_node[i],
+				       total > 0 ? 100 * med_node[i] / total : 0.0);
 	}
 	free(med_node);
 }

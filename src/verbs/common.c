@@ -155,3 +155,9 @@ int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *
 	}
 	return 0;
 }
+
+int verb_fuse(void)
+{
+	const char *f = getenv("DLRUN_FUSE");
+	return !(f && strcmp(f, "0") == 0);
+}

@@ -329,6 +329,7 @@ static int run_step(struct infer *I, struct dl_error *err)
 		}
 		if (step != n && (rc = dl_graph_infer(g, I->chunk, err)) != 0)
 			return rc;
+		g->fuse = verb_fuse();   /* the weights are fixed */
 		if ((rc = dl_graph_plan(g, 0, err)) != 0)
 			return rc;
 		if ((rc = verb_check_ids(g, I->chunk_ptr, err)) != 0)

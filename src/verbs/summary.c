@@ -58,7 +58,7 @@ static int64_t row_shape(const struct dl_graph *g, const struct dl_row *row,
 	return floats;
 }
 
-static int print_json(const struct dl_graph *g, int64_t batch)
+static int print_json(const struct dl_graph *g, int64_t batch, size_t train_bytes)
 {
 	json_t *rows = json_array();
 	char shape[256];
@@ -76,13 +76,23 @@ static int print_json(const struct dl_graph *g, int64_t batch)
 	int64_t macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		macs += g->nodes[i].macs;
-	json_t *o = json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:s, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 		"model", g->name ? g->name : g->file, "batch", (json_int_t)batch,
 		"entries", rows, "params", (json_int_t)params,
 		"buffers", (json_int_t)buffers, "macs", (json_int_t)macs,
 		"weights_bytes", (json_int_t)((params + buffers) * 4),
 		"activation_bytes", (json_int_t)g->arena_bytes,
-		"peak_bytes", (json_int_t)(g->arena_bytes + g->ws_bytes + (size_t)(params + buffers) * 4));
+		"workspace_bytes", (json_int_t)g->ws_bytes,
+		"kept_bytes", (json_int_t)g->keep_bytes,
+		"peak_bytes", (json_int_t)(g->arena_bytes + g->ws_bytes + g->keep_bytes +
+					   (size_t)(params + buffers) * 4));
+	if (train_bytes)
+		json_object_set_new(o, "training_bytes", json_integer((json_int_t)train_bytes));
+	/* the model inputs of one batch, as float32: the caller's buffers */
+	int64_t in_floats = 0;
+	for (int i = 0; i < g->n_inputs; i++)
+		in_floats += dl_shape_numel(&g->values[i].shape);
+	json_object_set_new(o, "input_bytes", json_integer((json_int_t)(in_floats * 4)));
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!s)
@@ -157,18 +167,24 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 	int64_t macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		macs += g->nodes[i].macs;
-	char wb[32], ab[32], wsb[32], pk[32];
+	char wb[32], ab[32], wsb[32], pk[32], kb[48] = "";
 	human(wb, sizeof wb, (double)(params + buffers) * 4);
 	human(ab, sizeof ab, (double)g->arena_bytes);
 	human(wsb, sizeof wsb, (double)g->ws_bytes);
-	human(pk, sizeof pk, (double)(g->arena_bytes + g->ws_bytes) + (double)(params + buffers) * 4);
+	human(pk, sizeof pk, (double)(g->arena_bytes + g->ws_bytes + g->keep_bytes) +
+	      (double)(params + buffers) * 4);
+	if (g->keep_bytes) {
+		char h[32];
+		human(h, sizeof h, (double)g->keep_bytes);
+		snprintf(kb, sizeof kb, " + %s kept", h);
+	}
 	printf("\ntotal parameters: %lld", (long long)params);
 	if (buffers)
 		printf(" (plus %lld in buffers)", (long long)buffers);
 	printf("\nmultiply-adds:    %lld (batch %lld)\n", (long long)macs, (long long)batch);
 	printf("weights:          %s\n", wb);
-	printf("planned memory:   %s activations + %s workspace + %s weights = %s peak\n",
-	       ab, wsb, wb, pk);
+	printf("planned memory:   %s activations + %s workspace%s + %s weights = %s peak\n",
+	       ab, wsb, kb, wb, pk);
 	if (train_bytes) {
 		char tb[32];
 		human(tb, sizeof tb, (double)train_bytes);
@@ -247,7 +263,7 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_graph_plan(g, 0, err);
 	if (rc == 0) {
-		if (json && print_json(g, batch) != 0)
+		if (json && print_json(g, batch, train_bytes) != 0)
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
 		if (!json)
 			print_table(g, batch, train_bytes);

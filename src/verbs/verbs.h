@@ -27,6 +27,9 @@ int verb_int(const char *verb, const char *opt, const char *s, long long min,
 	     long long max, long long *out, struct dl_error *err);
 /* The --threads value; sets BLAS and op threads. */
 int verb_threads(const char *verb, const char *s, struct dl_error *err);
+/* Whether inference plans run the fusion pass (engine/fuse.c): yes, unless
+ * the environment sets DLRUN_FUSE=0. */
+int verb_fuse(void);
 /* --max-memory SIZE (bytes, or with a K, M, G or T suffix): sets
  * dl_set_max_memory; NULL leaves the default. */
 int verb_max_memory(const char *verb, const char *s, struct dl_error *err);

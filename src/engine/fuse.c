@@ -1,0 +1,302 @@
+/* The fusion pass of inference plans, and the epilogue kernels.
+ *
+ * The pass (dl_graph_fuse, run by dl_graph_plan for an inference plan of a
+ * graph whose weights are fixed: dlrun infer, dlrun bench without --train)
+ * walks the nodes in order. A chain starts at a conv1d or conv2d (not
+ * transposed) or a linear node and takes in the nodes that directly follow
+ * it, while
+ *   - the chain's current output has exactly one reader, the next node, and
+ *     is not a model output;
+ *   - the next node is, in this order, any of:
+ *       batch_norm1d / batch_norm2d with running statistics, right after a
+ *         convolution: folded (scale and shift per output channel, made
+ *         once from the running statistics, weight and bias);
+ *       relu, relu6, silu or gelu: the first activation;
+ *       add of two inputs of the same shape whose other input was made
+ *         before the chain's head (a model input, or an earlier node's
+ *         output: it is in memory when the head runs);
+ *       relu, relu6, silu or gelu after the add: the second activation.
+ * A chain of the head alone is not fused. The head then writes the chain's
+ * last output, applying the epilogue to each tile of rows while it is in
+ * cache; the other nodes of the chain are skipped, their outputs share the
+ * last one's buffer (aliases), which the layout places from the head's step
+ * on. Each kernel of the epilogue computes what the unfused op does, in the
+ * same order, so fused and unfused outputs agree (tests/fuse.sh). Training
+ * plans are never fused: backward needs every activation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/fuse.h"
+#include "engine/graph.h"
+#include "engine/op.h"
+
+/* The epilogue kernels compiled for AVX-512, AVX2 and baseline x86-64, as
+ * the ops' hot loops (src/ops/spatial.h's DL_CLONES) */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+	defined(__x86_64__) && defined(__linux__)
+#define FUSE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FUSE_CLONES
+#endif
+
+#define GELU_SQRT1_2 0.70710678118654752440f    /* as src/ops/activation.c */
+#define GELU_BETA 0.79788456080286535588f
+#define GELU_KAPPA 0.044715f
+
+static int param_of(const struct dl_node *n, const char *name)
+{
+	for (int k = 0; k < n->n_params; k++)
+		if (strcmp(n->params[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
+static const struct dl_hp_value *hp_of(const struct dl_node *n, const char *name)
+{
+	for (int k = 0; k < n->op->n_hp; k++)
+		if (strcmp(n->op->hp[k].name, name) == 0)
+			return &n->hp[k];
+	return NULL;
+}
+
+static int is(const struct dl_node *n, const char *name)
+{
+	return strcmp(n->op->name, name) == 0;
+}
+
+/* The activation a node computes, or DL_ACT_NONE. */
+static int act_of(const struct dl_node *n)
+{
+	if (is(n, "relu"))
+		return DL_ACT_RELU;
+	if (is(n, "relu6"))
+		return DL_ACT_RELU6;
+	if (is(n, "silu"))
+		return DL_ACT_SILU;
+	if (is(n, "gelu")) {
+		const struct dl_hp_value *a = hp_of(n, "approximate");
+		return a && a->i ? DL_ACT_GELU_TANH : DL_ACT_GELU;
+	}
+	return DL_ACT_NONE;
+}
+
+static int head_of(const struct dl_node *n)
+{
+	if (is(n, "linear"))
+		return 1;
+	if (is(n, "conv1d") || is(n, "conv2d"))
+		return 2;
+	return 0;
+}
+
+void dl_graph_unfuse(struct dl_graph *g)
+{
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct dl_node *n = &g->nodes[i];
+		if (n->epi) {
+			free(n->epi->scale);
+			free(n->epi);
+			n->epi = NULL;
+		}
+		n->fused = 0;
+	}
+	for (int v = 0; v < g->n_values; v++)
+		g->values[v].alias = g->values[v].born = 0;
+}
+
+int dl_graph_fuse(struct dl_graph *g)
+{
+	dl_graph_unfuse(g);
+	int *readers = calloc((size_t)g->n_values + 1, sizeof *readers);
+	if (!readers)
+		return -1;
+	for (int i = 0; i < g->n_nodes; i++)
+		for (int k = 0; k < g->nodes[i].n_in; k++)
+			readers[g->nodes[i].in[k]]++;
+	for (int i = 0; i < g->n_nodes; i++) {
+		struct dl_node *h = &g->nodes[i];
+		int kind = head_of(h);
+		if (!kind || (h->op->n_outputs && h->op->n_outputs(h) > 1))
+			continue;
+		struct dl_epilogue e = {.bn = -1, .res = -1, .last = i};
+		int v = h->out, j = i + 1;
+		for (; j < g->n_nodes; j++) {
+			struct dl_node *n = &g->nodes[j];
+			const struct dl_value *x = &g->values[v];
+			if (readers[v] != 1 || x->pinned || (n->op->n_outputs && n->op->n_outputs(n) > 1))
+				break;
+			int a = act_of(n);
+			if (kind == 2 && j == i + 1 && (is(n, "batch_norm1d") || is(n, "batch_norm2d")) &&
+			    n->in[0] == v && param_of(n, "running_mean") >= 0) {
+				e.bn = j;
+			} else if (a && n->n_in == 1 && n->in[0] == v && e.res < 0 && !e.act1) {
+				e.act1 = a;
+			} else if (a && n->n_in == 1 && n->in[0] == v && e.res >= 0 && !e.act2) {
+				e.act2 = a;
+			} else if (is(n, "add") && n->n_in == 2 && e.res < 0 &&
+				   (n->in[0] == v) != (n->in[1] == v)) {
+				int r = n->in[0] == v ? n->in[1] : n->in[0];
+				const struct dl_value *rv = &g->values[r];
+				if (rv->producer >= i || !dl_shape_equal(&rv->shape, &x->shape))
+					break;
+				e.res = r;
+			} else {
+				break;
+			}
+			v = n->out;
+			e.last = j;
+		}
+		if (e.last == i)
+			continue;
+		struct dl_epilogue *p = malloc(sizeof *p);
+		if (!p) {
+			free(readers);
+			dl_graph_unfuse(g);
+			return -1;
+		}
+		*p = e;
+		h->epi = p;
+		/* the last output is written from the head's step on; the others
+		 * share its buffer */
+		int last = g->nodes[e.last].out;
+		g->values[last].born = i + 1;
+		g->values[h->out].alias = last + 1;
+		for (int k = i + 1; k < e.last; k++) {
+			g->nodes[k].fused = 1;
+			g->values[g->nodes[k].out].alias = last + 1;
+		}
+		g->nodes[e.last].fused = 1;
+		i = e.last;
+	}
+	free(readers);
+	return 0;
+}
+
+void dl_epilogue_prepare(struct dl_graph *g, struct dl_node *h)
+{
+	struct dl_epilogue *e = h->epi;
+	int b = param_of(h, "bias");
+	e->bias = b >= 0 ? h->params[b].data : NULL;
+	if (e->bn >= 0 && !e->scale) {
+		const struct dl_node *n = &g->nodes[e->bn];
+		int64_t C = n->params[param_of(n, "running_mean")].shape.d[0];
+		int w = param_of(n, "weight"), bb = param_of(n, "bias");
+		const float *rm = n->params[param_of(n, "running_mean")].data;
+		const float *rv = n->params[param_of(n, "running_var")].data;
+		const struct dl_hp_value *eps = hp_of(n, "eps");
+		e->scale = malloc((size_t)(2 * C) * sizeof(float));
+		if (e->scale) {
+			e->shift = e->scale + C;
+			/* as batch_norm's eval forward: bn_running, bn_forward */
+			for (int64_t c = 0; c < C; c++) {
+				float rstd = (float)(1.0 / sqrt((double)rv[c] + (eps ? eps->f : 1e-5)));
+				float s = rstd * (w >= 0 ? n->params[w].data[c] : 1.0f);
+				e->scale[c] = s;
+				e->shift[c] = (bb >= 0 ? n->params[bb].data[c] : 0.0f) - rm[c] * s;
+			}
+		}
+	}
+	e->ready = 1;
+}
+
+static inline __attribute__((always_inline)) float act(int a, float v)
+{
+	switch (a) {
+	case DL_ACT_RELU:
+		return v > 0.0f ? v : 0.0f;
+	case DL_ACT_RELU6: {
+		float r = v > 0.0f ? v : 0.0f;
+		return r < 6.0f ? r : 6.0f;
+	}
+	case DL_ACT_SILU:
+		return v / (1.0f + expf(-v));
+	case DL_ACT_GELU:
+		return 0.5f * v * (1.0f + erff(v * GELU_SQRT1_2));
+	case DL_ACT_GELU_TANH: {
+		float inner = GELU_BETA * (v + GELU_KAPPA * v * v * v);
+		return 0.5f * v * (1.0f + tanhf(inner));
+	}
+	default:
+		return v;
+	}
+}
+
+/* one activation over a row, its loop vectorised per kind */
+static inline __attribute__((always_inline)) void act_row(int a, float *y, int64_t n)
+{
+	switch (a) {
+	case DL_ACT_RELU:
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] = act(DL_ACT_RELU, y[k]);
+		break;
+	case DL_ACT_RELU6:
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] = act(DL_ACT_RELU6, y[k]);
+		break;
+	case DL_ACT_SILU:
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] = act(DL_ACT_SILU, y[k]);
+		break;
+	case DL_ACT_GELU:
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] = act(DL_ACT_GELU, y[k]);
+		break;
+	case DL_ACT_GELU_TANH:
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] = act(DL_ACT_GELU_TANH, y[k]);
+		break;
+	default:
+		break;
+	}
+}
+
+FUSE_CLONES void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
+				 int64_t c, int64_t n)
+{
+	float b = e->bias ? e->bias[c] : 0.0f;
+	if (e->scale) {
+		/* the convolution's bias, then batch norm's y * scale + shift,
+		 * each rounded as the unfused ops do */
+		float s = e->scale[c], t = e->shift[c];
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] = (y[k] + b) * s + t;
+	} else if (e->bias) {
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] += b;
+	}
+	act_row(e->act1, y, n);
+	if (r) {
+		#pragma omp simd
+		for (int64_t k = 0; k < n; k++)
+			y[k] += r[k];
+	}
+	act_row(e->act2, y, n);
+}
+
+FUSE_CLONES void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const float *r,
+				  int64_t rows, int64_t C)
+{
+	#pragma omp parallel for if (rows * C > 32768)
+	for (int64_t m = 0; m < rows; m++) {
+		float *o = y + m * C;
+		if (e->bias)
+			for (int64_t j = 0; j < C; j++)
+				o[j] += e->bias[j];
+		act_row(e->act1, o, C);
+		if (r) {
+			const float *rr = r + m * C;
+			#pragma omp simd
+			for (int64_t j = 0; j < C; j++)
+				o[j] += rr[j];
+		}
+		act_row(e->act2, o, C);
+	}
+}
