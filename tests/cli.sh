@@ -267,6 +267,39 @@ t_bench_json() {
 check "bench models/mlp.yaml: start-up, median, one row per entry" t_bench
 check "bench --json --train: the object of cli.md" t_bench_json
 
+# ---- -t/--threads: every verb that computes ----
+
+# threads_args VERB: the rest of a quick run of VERB
+threads_args() {
+	case $1 in
+	infer) echo "$mlp" ;;
+	train) echo "$srcdir/models/digits-mlp.yaml --data $srcdir/models/data/digits.npz --epochs 1 -o $tmp/thr.safetensors" ;;
+	bench) echo "$mlp --iterations 2" ;;
+	gradcheck) echo "$cli/small.yaml --samples 2" ;;
+	summary) echo "$mlp" ;;
+	esac
+}
+t_threads() {
+	run_dlrun "$1" --help
+	grep -E -e '-t, --threads N|--threads N' "$tmp/stdout" >/dev/null ||
+		fail "dlrun $1 --help does not name -t/--threads"
+	for _o in -t --threads; do
+		# word splitting of the arguments is intended
+		# shellcheck disable=SC2046
+		run_dlrun "$1" "$_o" 1 $(threads_args "$1") <"$srcdir/models/mlp-input.npy"
+		expect_rc 0
+	done
+	# shellcheck disable=SC2046
+	run_dlrun "$1" -t 0 $(threads_args "$1") </dev/null
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "$1: --threads takes an integer from 1 to 1024, got '0'"
+	return 0
+}
+for v in infer train bench gradcheck summary; do
+	check "dlrun $v takes -t/--threads N and says so in --help" t_threads "$v"
+done
+
 # ---- init ----
 
 t_init_seed() {

@@ -185,23 +185,27 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		{"batch-size", required_argument, NULL, 'b'},
 		{"json", no_argument, NULL, 'j'},
 		{"ignore-extra", no_argument, NULL, 'X'},
+		{"threads", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *wflag = NULL, *model = NULL;
+	const char *wflag = NULL, *model = NULL, *threads = NULL;
 	long long batch = 1;
 	int json = 0, rc = 0, c, n_specs = 0, ignore_extra = 0;
 	char **specs = calloc((size_t)argc + 1, sizeof *specs);
 	if (!specs)
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	opterr = 0;
-	while (rc == 0 && (c = getopt_long(argc, argv, ":w:b:h", opts, NULL)) != -1) {
+	while (rc == 0 && (c = getopt_long(argc, argv, ":w:b:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
 			wflag = optarg;
 			break;
 		case 'X':
 			ignore_extra = 1;
+			break;
+		case 't':
+			threads = optarg;
 			break;
 		case 'I':
 			specs[n_specs++] = optarg;
@@ -221,6 +225,9 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		}
 	}
 	struct dl_graph *g = NULL;
+	/* the plan's workspace holds one slot per thread */
+	if (rc == 0)
+		rc = verb_threads("summary", threads, err);
 	if (rc == 0)
 		rc = verb_model_arg("summary", argc, argv, &model, err);
 	if (rc == 0)
@@ -263,7 +270,7 @@ const struct verb verb_summary = {
 	"summary",
 	"print a table of entries, shapes, parameters and memory",
 	"usage: dlrun summary MODEL.yaml [-w WEIGHTS] [--input-shape NAME=d,d...]\n"
-	"                    [--batch-size N] [--json]\n"
+	"                    [--batch-size N] [--threads N] [--json]\n"
 	"\n"
 	"One row per entry (nested entries indented): scope, op, output shape,\n"
 	"parameters, multiply-adds and activation bytes; then the totals, the\n"
@@ -274,6 +281,8 @@ const struct verb verb_summary = {
 	"      --ignore-extra     with -w: skip (and count) keys the model does not use\n"
 	"      --input-shape NAME=d1,d2,...  per-sample sizes for symbolic inputs\n"
 	"  -b, --batch-size N     batch for shapes and counts (default 1)\n"
+	"  -t, --threads N        threads the plan is for: the workspace holds one\n"
+	"                         slot per thread (default: all cores, as infer)\n"
 	"      --json             one JSON object instead of the table\n"
 	"  -h, --help             this help\n",
 	summary_main,
