@@ -674,6 +674,31 @@ t_text_identity() {
 check "text round trip through identity.yaml (%.9g)" t_text_identity
 check "infer: two inputs by -i NAME=PATH, by order, and on stdin" t_two_inputs
 
+# the other format than --format says: one line naming the flag that reads it
+t_wrong_format() {
+	run_dlrun infer "$mlp" --format text <"$srcdir/models/mlp-input.npy"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "stdin: a .npy array, not text"
+	expect_stderr_has "leave out --format text"
+	run_dlrun infer "$mlp" --format text -i "$srcdir/models/mlp-input.npy"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "mlp-input.npy: a .npy array, not text"
+	run_dlrun infer "$mlp" <"$srcdir/models/mlp-input.txt"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "stdin: text, not a .npy array (it starts with '#'); --format text reads it"
+	echo "1 2 3" >"$tmp/wf.txt"
+	run_dlrun infer "$mlp" -i "$tmp/wf.txt"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "wf.txt: text, not a .npy array (it starts with '1'); --format text reads it"
+	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
+	return 0
+}
+check "infer: .npy given to --format text, text given to .npy: the flag that reads it" t_wrong_format
+
 for name in mlp small; do
 	if [ "$name" = mlp ] && [ ! -f "$mlp" ]; then
 		check "models/mlp.yaml exists" fail "$mlp does not exist"
