@@ -237,6 +237,49 @@ check "summary --json models/mlp.yaml: \"params\":1732" t_summary_json "$mlp" 17
 check "summary tests/data/cli/small.yaml: total parameters: 67" t_summary "$cli/small.yaml" 67
 check "summary --json small.yaml: \"params\":67" t_summary_json "$cli/small.yaml" 67
 
+# each copy of a repeat labelled by its scope; every column aligned for
+# long names, long op names and long shapes
+t_summary_repeat() {
+	cat >"$tmp/rep.yaml" <<'YAML'
+inputs: {x: {shape: [6]}}
+blocks:
+  unit: [{name: proj, linear: {out_features: 6}}]
+layers:
+  - reshape: {shape: [1, 6]}
+  - transformer_encoder_layer: {d_model: 6, nhead: 2, dim_feedforward: 8}
+  - reshape: {shape: [6]}
+  - name: blocks
+    repeat:
+      times: 2
+      body:
+        - {name: fc, linear: {out_features: 6}}
+        - relu
+  - name: shared
+    repeat: {times: 2, use: unit}
+  - {name: a_rather_long_entry_name_for_the_output_projection, linear: {out_features: 24}}
+  - {name: re, reshape: {shape: [2, 1, 3, 1, 2, 1, 2]}}
+  - {name: ln, layer_norm: {normalized_shape: 2}}
+YAML
+	run_dlrun summary "$tmp/rep.yaml"
+	expect_rc 0
+	for _l in blocks.0.fc blocks.0.1 blocks.1.fc blocks.1.1 shared.0.proj shared.1.proj; do
+		grep -E "^ +$_l +" "$tmp/stdout" >/dev/null || fail "no row labelled $_l"
+	done
+	# the table: header and rows up to the blank line; the last column is
+	# right-aligned, so every line has one length, and each column starts
+	# where its header does
+	sed '/^$/q' "$tmp/stdout" | sed '$d' >"$tmp/table"
+	awk 'NR == 1 { n = length($0); op = index($0, "  op ") + 2; sh = index($0, "output shape")
+	             next }
+	     length($0) != n { print "line " NR " is " length($0) " wide, the header " n; bad = 1 }
+	     substr($0, op - 1, 1) != " " || substr($0, op, 1) == " " { print "op column off on line " NR; bad = 1 }
+	     substr($0, sh - 1, 1) != " " || substr($0, sh, 1) != "[" { print "shape column off on line " NR; bad = 1 }
+	     END { exit bad }' "$tmp/table" >"$tmp/align" ||
+		fail "$(head -n 3 "$tmp/align")"
+	return 0
+}
+check "summary: repeat copies labelled by scope, columns aligned" t_summary_repeat
+
 # ---- bench ----
 
 t_bench() {

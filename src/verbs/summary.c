@@ -125,32 +125,50 @@ static void print_weight_problems(struct dl_graph *g, const char *path,
 	free(p);
 }
 
+/* A row's label: the entry's own scope, but the full scope for an entry of
+ * a repeat's copy (blocks.0.fc, blocks.1.fc), whose own scopes repeat. */
+static const char *row_label(const struct dl_graph *g, int r)
+{
+	for (int p = r - 1; p >= 0; p--)
+		if (g->rows[p].depth < g->rows[r].depth)
+			return strcmp(g->rows[p].kind, "repeat") == 0 ? g->rows[r].scope
+								      : g->rows[r].label;
+	return g->rows[r].label;
+}
+
+static int digits(int64_t v)
+{
+	char b[32];
+	return snprintf(b, sizeof b, "%lld", (long long)v);
+}
+
 static void print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
 {
-	char shape[256], label[320];
-	int width = 5;
-	for (int r = 0; r < g->n_rows; r++) {
-		int w = 2 * g->rows[r].depth + (int)strlen(g->rows[r].label);
-		if (w > width)
-			width = w;
-	}
-	if (width > 40)
-		width = 40;
-	int sw = 20;   /* wider for the shapes of an entry with several outputs */
-	for (int r = 0; r < g->n_rows; r++) {
-		row_shape(g, &g->rows[r], shape, sizeof shape);
-		if ((int)strlen(shape) > sw && strlen(shape) <= 60)
-			sw = (int)strlen(shape);
-	}
-	printf("%-*s  %-20s %-*s %12s %14s %12s\n", width, "entry", "op",
-	       sw, "output shape", "params", "mult-adds", "act. bytes");
+	char shape[256];
+	/* every column as wide as its widest cell (at least the usual width),
+	 * so long names, ops and shapes keep the table aligned */
+	int width = 5, ow = 20, sw = 20, pw = 12, mw = 14, aw = 12;
 	for (int r = 0; r < g->n_rows; r++) {
 		const struct dl_row *row = &g->rows[r];
 		struct totals t = row_totals(g, row);
 		int64_t floats = row_shape(g, row, shape, sizeof shape);
-		snprintf(label, sizeof label, "%*s%s", 2 * row->depth, "", row->label);
-		printf("%-*s  %-20s %-*s %12lld %14lld %12lld\n", width, label, row->kind,
-		       sw, shape, (long long)t.params, (long long)t.macs,
+		int w = 2 * row->depth + (int)strlen(row_label(g, r));
+		width = w > width ? w : width;
+		ow = (int)strlen(row->kind) > ow ? (int)strlen(row->kind) : ow;
+		sw = (int)strlen(shape) > sw ? (int)strlen(shape) : sw;
+		pw = digits(t.params) > pw ? digits(t.params) : pw;
+		mw = digits(t.macs) > mw ? digits(t.macs) : mw;
+		aw = digits(floats * 4) > aw ? digits(floats * 4) : aw;
+	}
+	printf("%-*s  %-*s %-*s %*s %*s %*s\n", width, "entry", ow, "op", sw,
+	       "output shape", pw, "params", mw, "mult-adds", aw, "act. bytes");
+	for (int r = 0; r < g->n_rows; r++) {
+		const struct dl_row *row = &g->rows[r];
+		struct totals t = row_totals(g, row);
+		int64_t floats = row_shape(g, row, shape, sizeof shape);
+		printf("%*s%-*s  %-*s %-*s %*lld %*lld %*lld\n", 2 * row->depth, "",
+		       width - 2 * row->depth, row_label(g, r), ow, row->kind, sw, shape,
+		       pw, (long long)t.params, mw, (long long)t.macs, aw,
 		       (long long)(floats * 4));
 	}
 	int64_t buffers, params = dl_model_count_params(g, &buffers);
