@@ -125,15 +125,21 @@ static void print_weight_problems(struct dl_graph *g, const char *path,
 	free(p);
 }
 
-/* A row's label: the entry's own scope, but the full scope for an entry of
- * a repeat's copy (blocks.0.fc, blocks.1.fc), whose own scopes repeat. */
-static const char *row_label(const struct dl_graph *g, int r)
+/* The rows' labels into label[]: the entry's own scope, but the full scope
+ * for an entry of a repeat's copy (blocks.0.fc, blocks.1.fc), whose own
+ * scopes repeat. The parent of a row is the nearest row above it that is
+ * less deep: a stack of those, so 100,000 rows take one pass. */
+static void row_labels(const struct dl_graph *g, const char **label, int *stack)
 {
-	for (int p = r - 1; p >= 0; p--)
-		if (g->rows[p].depth < g->rows[r].depth)
-			return strcmp(g->rows[p].kind, "repeat") == 0 ? g->rows[r].scope
-								      : g->rows[r].label;
-	return g->rows[r].label;
+	int top = 0;
+	for (int r = 0; r < g->n_rows; r++) {
+		const struct dl_row *row = &g->rows[r];
+		while (top > 0 && g->rows[stack[top - 1]].depth >= row->depth)
+			top--;
+		label[r] = top > 0 && strcmp(g->rows[stack[top - 1]].kind, "repeat") == 0
+			? row->scope : row->label;
+		stack[top++] = r;
+	}
 }
 
 static int digits(int64_t v)
@@ -142,9 +148,18 @@ static int digits(int64_t v)
 	return snprintf(b, sizeof b, "%lld", (long long)v);
 }
 
-static void print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
+static int print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
 {
 	char shape[256];
+	const char **label = malloc(((size_t)g->n_rows + 1) * sizeof *label);
+	int *stack = malloc(((size_t)g->n_rows + 1) * sizeof *stack);
+	if (!label || !stack) {
+		free(label);
+		free(stack);
+		return -1;
+	}
+	row_labels(g, label, stack);
+	free(stack);
 	/* every column as wide as its widest cell (at least the usual width),
 	 * so long names, ops and shapes keep the table aligned */
 	int width = 5, ow = 20, sw = 20, pw = 12, mw = 14, aw = 12;
@@ -152,7 +167,7 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 		const struct dl_row *row = &g->rows[r];
 		struct totals t = row_totals(g, row);
 		int64_t floats = row_shape(g, row, shape, sizeof shape);
-		int w = 2 * row->depth + (int)strlen(row_label(g, r));
+		int w = 2 * row->depth + (int)strlen(label[r]);
 		width = w > width ? w : width;
 		ow = (int)strlen(row->kind) > ow ? (int)strlen(row->kind) : ow;
 		sw = (int)strlen(shape) > sw ? (int)strlen(shape) : sw;
@@ -167,10 +182,11 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 		struct totals t = row_totals(g, row);
 		int64_t floats = row_shape(g, row, shape, sizeof shape);
 		printf("%*s%-*s  %-*s %-*s %*lld %*lld %*lld\n", 2 * row->depth, "",
-		       width - 2 * row->depth, row_label(g, r), ow, row->kind, sw, shape,
+		       width - 2 * row->depth, label[r], ow, row->kind, sw, shape,
 		       pw, (long long)t.params, mw, (long long)t.macs, aw,
 		       (long long)(floats * 4));
 	}
+	free(label);
 	int64_t buffers, params = dl_model_count_params(g, &buffers);
 	int64_t macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
@@ -193,6 +209,7 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 		printf("training step:    %s activations and gradients (batch %lld)\n", tb,
 		       (long long)batch);
 	}
+	return 0;
 }
 
 static int summary_main(int argc, char **argv, struct dl_error *err)
@@ -272,10 +289,8 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_graph_plan(g, 0, err);
 	if (rc == 0) {
-		if (json && print_json(g, batch) != 0)
+		if (json ? print_json(g, batch) != 0 : print_table(g, batch, train_bytes) != 0)
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
-		if (!json)
-			print_table(g, batch, train_bytes);
 		if (fflush(stdout) != 0)
 			rc = dl_error_set(err, DL_ERUN, "stdout: write failed");
 	}
