@@ -128,11 +128,7 @@ t_error() {
 	shift
 	run_dlrun "$@" </dev/null
 	expect_rc 2
-	expect_one_error_line
-	printf '%s' "$_needles" | while IFS= read -r _n; do
-		grep -F -e "$_n" "$tmp/stderr" >/dev/null ||
-			fail "the error line does not contain '$_n'"
-	done
+	expect_error_line "$_needles"
 	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
 	return 0
 }

@@ -223,6 +223,16 @@ expect_one_error_line() {
 		fail "stderr does not start with 'dlrun: '"
 }
 
+# expect_error_line NEEDLES: stderr is one 'dlrun: ' line holding each line
+# of NEEDLES (one fixed string per line)
+expect_error_line() {
+	expect_one_error_line
+	printf '%s' "$1" | while IFS= read -r _ee_n; do
+		grep -F -e "$_ee_n" "$tmp/stderr" >/dev/null ||
+			fail "the error line does not contain '$_ee_n'"
+	done
+}
+
 # ---- writing small binary files ----
 
 # le_bytes N COUNT: N as COUNT little-endian bytes (N < 2^31)
@@ -373,11 +383,7 @@ t_bad() {
 	fi
 	cd - >/dev/null || return 1
 	expect_rc 2
-	expect_one_error_line
-	printf '%s' "$_tb_needles" | while IFS= read -r _tb_n; do
-		grep -F -e "$_tb_n" "$tmp/stderr" >/dev/null ||
-			fail "the error line does not contain '$_tb_n'"
-	done
+	expect_error_line "$_tb_needles"
 	[ -s "$tmp/stdout" ] && fail "stdout is not empty ($(wc -c <"$tmp/stdout") bytes)"
 	only_files "$tmp/out"
 	return 0
