@@ -63,6 +63,9 @@ bad_model conv_rank.yaml 4:5: "max_pool2d" "[N, C, H, W]"
 # mixture_of_experts: k above num_experts; an error inside an expert's body
 bad_model moe_k.yaml 6:7: "mixture_of_experts" "k 3 is more than num_experts 2"
 bad_model moe_expert_error.yaml 7:20: "linear" "did you mean 'out_features'"
+# noisy_gating and balance_loss: a boolean, a number >= 0
+bad_model moe_balance_negative.yaml 7:21: "mixture_of_experts" "balance_loss must not be negative"
+bad_model moe_noisy_not_bool.yaml 6:21: "mixture_of_experts" "noisy_gating must be true or false"
 
 # transformer layers
 bad_model transformer_nhead.yaml 4:33: "transformer_encoder_layer" "nhead 4 does not divide d_model 6"

@@ -9,5 +9,6 @@ Suite *make_io_suite(void);
 Suite *make_ops_suite(void);
 Suite *make_conv_suite(void);
 Suite *make_train_suite(void);
+Suite *make_attention_suite(void);
 
 #endif

@@ -5,7 +5,7 @@
 #   of the written model gives PyTorch's output NAME-expected.npy for
 #   NAME-input.npy within 1e-4 relative;
 # - bad ONNX files (tests/data/onnx/bad, and truncated, empty and non-ONNX
-#   files made here) exit 2 with one line and write nothing;
+#   files made here: 21 in all) exit 2 with one line and write nothing;
 # - -o and the default output path, --help.
 # Every test is skipped when dlrun was built without ONNX import.
 #
@@ -14,9 +14,10 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs"
+models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
-batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type"
+batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
+attn_mask external_data no_outputs new_opset"
 
 "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null
 built=$?
@@ -122,6 +123,30 @@ t_readable() {
 }
 check "imported models are readable: module names, gelu, silu, linear, embedding, layer_norm, lstm, gru, rnn" t_readable
 
+# nn.MultiheadAttention: the exporter's subgraph (transposes, the packed
+# projection, slices, per-head reshapes, the scores, softmax, out_proj)
+# is one multihead_attention entry; the causal attn_mask is causal: true
+t_attention() {
+	y=$tmp/encoder/model.yaml
+	[ "$(grep -c -e 'multihead_attention: {num_heads: 3}$' "$y")" = 2 ] ||
+		fail "encoder: not two multihead_attention entries with 3 heads"
+	grep -e 'matmul\|softmax\|permute\|reshape\|slice' "$y" >/dev/null &&
+		fail "encoder: pieces of the attention subgraph left in the model"
+	[ "$(grep -c -e '^  - name:' "$y")" = 16 ] ||
+		fail "encoder: not 16 entries (8 a layer)"
+	grep -F -e '- name: enc_layers_0_self_attn' "$y" >/dev/null ||
+		fail "encoder: the attention entry is not named after its module"
+	y=$tmp/gpt/model.yaml
+	[ "$(grep -c -e 'multihead_attention: {num_heads: 2, causal: true}$' "$y")" = 2 ] ||
+		fail "gpt: the causal mask not recognised as causal: true"
+	grep -F -e 'positional_encoding: {kind: learned, max_len: 7}' "$y" >/dev/null ||
+		fail "gpt: wpe(arange(T)) added to the tokens is not a learned positional_encoding"
+	grep -e 'matmul\|softmax\|permute\|reshape\|slice\|where' "$y" >/dev/null &&
+		fail "gpt: pieces of the attention subgraph left in the model"
+	return 0
+}
+check "nn.MultiheadAttention imported as multihead_attention (causal mask: causal: true)" t_attention
+
 t_keys() {
 	# the weights' keys are the entries' scopes: conv2.weight as in PyTorch
 	run_dlrun summary "$tmp/cnn/model.yaml" -w "$tmp/cnn/model.safetensors"
@@ -155,6 +180,10 @@ for b in $bad; do
 done
 check "bad attribute names node, op type and attribute" t_bad attr2 \
 	"$data/bad/bad_attr.onnx" "node 'pool' (MaxPool): attribute 'storage_order'"
+check "attention with a mask that is not causal: names the node and why" t_bad attn2 \
+	"$data/bad/attn_mask.onnx" "node '/attn/MatMul' (MatMul): input '/attn/Transpose_output_0' is time major"
+check "data in an external file is refused by name" t_bad ext2 \
+	"$data/bad/external_data.onnx" "initializer 'w' keeps its data in an external file"
 check "initializer size mismatch names the initializer" t_bad size2 \
 	"$data/bad/init_size.onnx" "initializer 'w' holds 44 bytes"
 

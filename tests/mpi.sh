@@ -2,7 +2,8 @@
 # Data-parallel training over MPI, printing TAP: `mpirun -np 2` and `-np 3`
 # end with the weights of one process (same global batch, seed and steps)
 # within 1e-5 for the digits MLP, the digits CNN with --sync-batch-norm
-# (batch-norm running statistics too) and a tiny causal transformer; the
+# (batch-norm running statistics too), a tiny causal transformer and a
+# mixture_of_experts with noisy gating and balance_loss; the
 # CNN with per-process batch norm trains; one data file per process; a
 # checkpoint written by 2 processes resumes with 3; a global batch that does
 # not divide, a missing shard and a rank killed with SIGKILL end every
@@ -86,6 +87,12 @@ cnn="$models/digits-cnn.yaml --data $digits --epochs 1 --batch-size 30 --threads
 	--optimizer sgd --lr 0.05 --momentum 0.9"
 gpt="$data/gpt-tiny.yaml --data $data/tokens.npz --epochs 3 --batch-size 6 --threads 1 -q
 	--optimizer sgd --lr 0.1 --momentum 0.9"
+# the gate noise is drawn as one process would, and the balance loss's
+# importance and load are sums over every process's tokens
+moed=$srcdir/tests/data/train_parity/moe_noisy_balance
+moe="$moed/model.yaml -w $moed/init.safetensors --data $moed/x.npy --labels $moed/y.npy
+	--loss mse --epochs 2 --batch-size 4 --optimizer sgd --lr 0.1 --momentum 0.9
+	--seed 3 --threads 1 -q"
 
 # shellcheck disable=SC2086 # the flag lists split on purpose
 {
@@ -98,6 +105,10 @@ check "digits CNN --sync-batch-norm, 3 processes: weights and running statistics
 check "tiny causal transformer, 2 processes (ranks without samples in the last batch)" \
 	parity gpt 2 $gpt
 check "tiny causal transformer, 3 processes" parity gpt 3 $gpt
+check "mixture_of_experts, noisy gating and balance_loss, 2 processes: the weights of one" \
+	parity moe 2 $moe
+check "mixture_of_experts, 4 processes (two without samples in the last batch)" \
+	parity moe 4 $moe
 }
 
 # per-process batch norm (as DistributedDataParallel without SyncBatchNorm):

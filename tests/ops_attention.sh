@@ -5,8 +5,10 @@
 # stdout and no output file. Also: `dlrun ops` lists both with their
 # defaults, and `dlrun init` weights run, with kdim / vdim, dconv and
 # relative positions; every sparse pattern's planned memory grows as T k
-# (dlrun summary at T = 2048 and 4096) and long sparse unions run; attention
-# dropout is the identity at inference. The PyTorch references are
+# (dlrun summary at T = 2048 and 4096), also through the transformer layers'
+# patterns, and long sparse unions run; dense attention at T = 16384 plans
+# no T x T scores (the flash path; tests/check_attention.c compares it with
+# the materialised path); attention dropout is the identity at inference. The PyTorch references are
 # tests/fixtures/attention and tests/fixtures/attention_opts
 # (tools/gen_attention_fixtures.py, tools/gen_attention_opts_fixtures.py,
 # run by tests/fixtures.sh); the gradients are checked by tests/train.sh on
@@ -59,6 +61,8 @@ bad attention_dropout.yaml 4:17: "dropout is 1.5; a probability is between 0 and
 bad attention_4d_heads.yaml 6:5: "have different numbers of heads"
 bad attention_4d_mha.yaml 4:5: "attention needs sequences [N, T, D]"
 bad attention_too_many.yaml 5:5: "5 inputs: attention takes q, k, v, an attn_mask [N, T, S] and a key_padding_mask [N, S]"
+bad transformer_kpm_shape.yaml 8:5: "the key_padding_mask (input 3) has shape [1, 5]; it must be [N, 4] (one flag per memory step)"
+bad transformer_dilation.yaml 5:54: "dilation applies to the window pattern; give window too"
 
 # `dlrun ops` prints the defaults the man page documents
 t_ops() {
@@ -175,6 +179,74 @@ for pat in "stride: 64" "fixed: 64, fixed_summary: 1" \
 	"window: 1, stride: 64, fixed: 64, global_tokens: 1, random_keys: 1, relative_positions: 2, relative_values: true"; do
 	check "memory O(T (2 l + T / l)) in T: $pat" t_linear "$pat" 26
 done
+
+# the transformer layers pass their patterns to their self attention: the
+# same O(T k) planned memory (encoder; decoder on a short memory)
+t_linear_tf() {
+	for T in 2048 4096; do
+		cat >"$tmp/tf$T.yaml" <<-YAML
+		inputs:
+		  x: {shape: [$T, 8]}
+		  m: {shape: [16, 8]}
+		  pad: {shape: [$T], dtype: int}
+		layers:
+		  - name: e
+		    in: [x, pad]
+		    transformer_encoder_layer: {nhead: 2, dim_feedforward: 16, $1}
+		  - name: d
+		    in: [x, m]
+		    transformer_decoder_layer: {nhead: 2, dim_feedforward: 16, $1}
+		  - in: [e, d]
+		    add: {}
+		YAML
+		run_dlrun summary "$tmp/tf$T.yaml" --json
+		expect_rc 0 || return 1
+		eval "p$T=\$(peak_bytes)"
+	done
+	[ -n "$p2048" ] && [ -n "$p4096" ] || fail "no peak_bytes in the summary"
+	# shellcheck disable=SC2154
+	[ "$((p4096 * 10))" -le "$((p2048 * $2))" ] ||
+		fail "peak bytes $p2048 at T=2048, $p4096 at T=4096: not linear"
+	[ "$p4096" -lt $((4096 * 4096 * 4)) ] ||
+		fail "peak bytes $p4096 at T=4096: a T x T matrix"
+}
+for pat in "window: 2, global_tokens: 1" \
+	"window: 1, global_tokens: 1, random_keys: 1, block_size: 8" \
+	"window: 2, dilation: 2, causal: true"; do
+	check "transformer layers, memory linear in T: $pat" t_linear_tf "$pat" 21
+done
+
+# dense attention at T = 16384 (d_model 256, 4 heads) takes the blocked
+# online-softmax path: the plan holds no T x T scores (one per head would be
+# 1 GiB each), and far less than 1 GiB in all
+t_flash_plan() {
+	cat >"$tmp/fl.yaml" <<-YAML
+	inputs:
+	  x: {shape: [16384, 256]}
+	layers:
+	  - multihead_attention: {num_heads: 4, causal: true}
+	  - attention: {}
+	YAML
+	run_dlrun summary "$tmp/fl.yaml" --json
+	expect_rc 0 || return 1
+	p=$(peak_bytes)
+	[ -n "$p" ] || fail "no peak_bytes in the summary"
+	[ "$p" -lt $((256 * 1048576)) ] ||
+		fail "peak bytes $p at T=16384: the scores are materialised"
+	# 40000 steps: 1.6e9 score cells, refused when they were materialised
+	cat >"$tmp/fl2.yaml" <<-YAML
+	inputs:
+	  x: {shape: [40000, 4]}
+	layers:
+	  - attention: {causal: true}
+	YAML
+	run_dlrun summary "$tmp/fl2.yaml" --json
+	expect_rc 0 || return 1
+	p=$(peak_bytes)
+	[ -n "$p" ] && [ "$p" -lt $((64 * 1048576)) ] ||
+		fail "peak bytes $p at T=40000"
+}
+check "dense attention at T = 16384 plans no T x T scores" t_flash_plan
 
 # a union of patterns over blocks on 60000 steps, with a key padding mask:
 # no T x T matrix (14 GB), in inference and in a training step

@@ -18,7 +18,8 @@
 #   same bytes as an uninterrupted run;
 # - a non-finite loss: exit 1, a message naming the op, files left alone;
 # - bad training inputs: exit 2, one 'dlrun: ' line, nothing written;
-# - --log JSON lines, the model's train: defaults and flags over them.
+# - --log JSON lines, the model's train: defaults and flags over them;
+#   mixture_of_experts' balance_loss in the log, its gate noise from --seed.
 #
 # Environment: see tests/lib.sh; NPYCMP (tests/npycmp) is needed.
 
@@ -655,5 +656,52 @@ defaults_equal_flags() {
 }
 check "train: defaults and the same flags give the same weights" \
 	defaults_equal_flags
+
+# ---- mixture_of_experts' balance_loss in the log; its noise and --seed ----
+
+moed=$parity/moe_noisy_balance
+
+# a balance_loss model: "balance_loss" in the progress line and in every
+# JSON line, a number no larger than the loss it is part of; none for a
+# model without one (the mlp log of log_flags)
+log_balance() {
+	rm -f "$tmp/log"
+	run_dlrun train "$moed/model.yaml" -w "$moed/init.safetensors" \
+		--data "$moed/x.npy" --labels "$moed/y.npy" --loss mse \
+		--epochs 2 --batch-size 2 --log "$tmp/log" -o "$tmp/moe.safetensors"
+	expect_rc 0 || return 1
+	_n=$(grep -c '^epoch .* loss [0-9.]*  balance_loss [0-9.]' "$tmp/stderr")
+	[ "$_n" = 2 ] || fail "$_n progress lines with balance_loss, expected 2"
+	_n=$(grep -c '^{.*"balance_loss" *: *[0-9].*}$' "$tmp/log")
+	[ "$_n" = 2 ] || fail "$_n log lines with balance_loss, expected 2"
+	sed -n 's/.*"loss" *: *\([-+0-9.eE]*\).*"balance_loss" *: *\([-+0-9.eE]*\).*/\1 \2/p' \
+		"$tmp/log" | awk '{ if (!($2 > 0 && $2 < $1)) exit 1 }' ||
+		fail "balance_loss is not a positive part of loss: $(head -n 1 "$tmp/log")"
+	grep balance_loss "$tmp/mlp.log" >/dev/null 2>&1 &&
+		fail "a model without balance_loss logs one"
+	return 0
+}
+run_dlrun train "$mlpd/model.yaml" -w "$mlpd/init.safetensors" \
+	--data "$mlpd/x.npy" --labels "$mlpd/y.npy" --epochs 1 -q \
+	--log "$tmp/mlp.log" -o "$tmp/mlp.safetensors"
+check "--log: balance_loss of a mixture_of_experts, in the text and JSON lines" \
+	log_balance
+
+# the gate noise comes from --seed: the same seed, the same bytes; another
+# seed, other weights
+moe_seed() {
+	for _r in 1a 1b 2; do
+		run_dlrun train "$moed/model.yaml" -w "$moed/init.safetensors" \
+			--data "$moed/x.npy" --labels "$moed/y.npy" --loss mse \
+			--epochs 1 --batch-size 6 --optimizer sgd --lr 0.1 \
+			--seed "${_r%[ab]}" -q -o "$tmp/seed_$_r.safetensors"
+		expect_rc 0 || return 1
+	done
+	same_bytes "$tmp/seed_1a.safetensors" "$tmp/seed_1b.safetensors" || return 1
+	cmp -s "$tmp/seed_1a.safetensors" "$tmp/seed_2.safetensors" &&
+		fail "--seed 1 and --seed 2 drew the same gate noise"
+	return 0
+}
+check "noisy_gating: the noise follows --seed" moe_seed
 
 done_testing

@@ -6,7 +6,8 @@
 # 1e-4 relative (tests/npycmp). The files are too large to commit, so they
 # are made here in a temporary directory.
 #
-# Usage: tools/check_import_torchvision.sh [MODEL...]   (from a built tree)
+# Usage: tools/check_import_torchvision.sh [MODEL...]   (from a built tree;
+# `make check` runs it as tests/import_torchvision.sh)
 # Needs Debian's python3-torch and python3-torchvision (/usr/bin/python3).
 # mobilenet_v2 needs a dlrun with the relu6 op (ONNX Clip(0, 6)).
 set -u

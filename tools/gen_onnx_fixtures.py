@@ -221,6 +221,64 @@ class Recurrent(nn.Module):
         return self.fc(self.gru(self.rnn(x)[0])[0]).mean(1)
 
 
+def decorrelate(module, g):
+    """Fresh random values for every parameter: nn.TransformerEncoder
+    copies one layer, and the exporter would share equal initializers."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if name.endswith("norm1.weight") or name.endswith("norm2.weight"):
+                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+
+
+class Encoder(nn.Module):
+    """A 2-layer nn.TransformerEncoder (batch first, d_model 12, 3 heads,
+    post-norm, ReLU): the exporter's attention subgraph comes back as
+    multihead_attention."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(12, 3, 20, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        decorrelate(self, torch.Generator().manual_seed(2))
+
+    def forward(self, x):
+        return self.enc(x)
+
+
+class GPT(nn.Module):
+    """A small GPT written as nanoGPT is: token and position embeddings
+    (wpe of arange), pre-norm blocks of causal self attention
+    (nn.MultiheadAttention with the causal attn_mask) and a GELU MLP, a
+    final layer norm and the LM head."""
+
+    def __init__(self, vocab=11, t=7, d=8, h=2, layers=2):
+        super().__init__()
+        self.t = t
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.ln1 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.attn = nn.ModuleList(nn.MultiheadAttention(d, h, batch_first=True)
+                                  for _ in range(layers))
+        self.ln2 = nn.ModuleList(nn.LayerNorm(d) for _ in range(layers))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(),
+                                               nn.Linear(4 * d, d))
+                                 for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.register_buffer("mask", torch.triu(torch.full((t, t), float("-inf")), 1))
+        decorrelate(self, torch.Generator().manual_seed(3))
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(self.t))
+        for ln1, attn, ln2, mlp in zip(self.ln1, self.attn, self.ln2, self.mlp):
+            h = ln1(x)
+            x = x + attn(h, h, h, attn_mask=self.mask, need_weights=False)[0]
+            x = x + mlp(ln2(x))
+        return self.lm_head(self.ln_f(x))
+
+
 # name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
@@ -238,6 +296,9 @@ MODELS = {
     "block14": (Block, (5, 12), 2, "float", 14),
     "tagger": (Tagger, (7,), 3, "int"),
     "recurrent": (Recurrent, (9, 5), 2, "float"),
+    "encoder": (Encoder, (5, 12), 3, "float"),
+    # opset 13: the layer norms written out too
+    "gpt": (GPT, (7,), 2, "int", 13),
 }
 
 
@@ -332,9 +393,10 @@ def bad_models(out):
         "erf_alone": model(
             [helper.make_node("Erf", ["x"], ["y"], name="erf")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
-        # a constant operand of several values (no learned-constant op)
+        # a constant operand of several values (no learned-constant op;
+        # an Add of a [T, D] table to [N, T, D] is a positional encoding)
         "const_operand": model(
-            [helper.make_node("Add", ["x", "fc.weight"], ["y"], name="add")],
+            [helper.make_node("Mul", ["x", "fc.weight"], ["y"], name="mul")],
             [f32("x", ["N", 4, 3])], [f32("y", ["N", 4, 3])], [w]),
         # a node input that nothing defines
         "undefined_input": model(
@@ -345,6 +407,23 @@ def bad_models(out):
             [helper.make_node("Relu", ["x"], ["y"], name="relu")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])], opset=5),
     }
+    # an initializer whose data is in another file
+    ext = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    ext.ClearField("raw_data")
+    ext.data_location = TensorProto.EXTERNAL
+    kv = ext.external_data.add()
+    kv.key, kv.value = "location", "w.bin"
+    bad["external_data"] = model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        [f32("x", ["N", 4])], [f32("y", ["N", 3])], [ext])
+    # a graph that declares no outputs
+    bad["no_outputs"] = model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [f32("x", ["N", 3])], [])
+    # an opset newer than dlrun import reads
+    bad["new_opset"] = model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [f32("x", ["N", 3])], [f32("y", ["N", 3])], opset=30)
     # a node without an op type
     m = model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
               [f32("x", ["N", 3])], [f32("y", ["N", 3])])
@@ -354,6 +433,30 @@ def bad_models(out):
     for name, m in bad.items():
         with open(os.path.join(out, name + ".onnx"), "wb") as f:
             f.write(m.SerializeToString())
+
+
+class BandAttention(nn.Module):
+    """nn.MultiheadAttention with a constant mask that is not the causal
+    one: dlrun has no op for a learned constant, so no import."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        band = torch.ones(5, 5).triu(2).bool() | torch.ones(5, 5).tril(-2).bool()
+        self.register_buffer("mask", torch.zeros(5, 5).masked_fill(band, float("-inf")))
+
+    def forward(self, x):
+        return self.attn(x, x, x, attn_mask=self.mask, need_weights=False)[0]
+
+
+def bad_attention(out):
+    """tests/data/onnx/bad/attn_mask.onnx: attention that is not
+    multihead_attention's (a banded mask)."""
+    torch.manual_seed(0)
+    torch.onnx.export(BandAttention().eval(), torch.randn(2, 5, 8),
+                      os.path.join(out, "attn_mask.onnx"), opset_version=17,
+                      input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
 
 
 def main():
@@ -388,6 +491,7 @@ def main():
                 np.save(buf, t.float().numpy())
                 f.write(buf.getvalue())
     bad_models(os.path.join(out, "bad"))
+    bad_attention(os.path.join(out, "bad"))
 
 
 if __name__ == "__main__":

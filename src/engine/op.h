@@ -107,12 +107,12 @@ struct dl_sub_node {
 	const char *op;            /* op name: "multihead_attention" */
 	int n_in;                  /* 0: the previous node's output (the
 	                            * composite's first input for node 0) */
-	int in[2];                 /* k >= 0: node k's output; -1 - i: the
+	int in[3];                 /* k >= 0: node k's output; -1 - i: the
 	                            * composite's input i */
 	struct {
 		const char *name;  /* NULL ends the list */
 		double value;      /* INT, FLOAT or BOOL */
-	} hp[4];                   /* the others keep their defaults */
+	} hp[16];                  /* the others keep their defaults */
 };
 
 struct dl_node {
@@ -167,7 +167,10 @@ struct dl_ctx {
 	                            * life of the graph (dlrun infer, dlrun
 	                            * bench without --train): an op may keep
 	                            * a transform of them in n->priv, made at
-	                            * its first call */
+	                            * its first call */	double *aux_loss;          /* training forward: ops with an auxiliary
+	                            * loss (mixture_of_experts' balance_loss)
+	                            * add its value here, and their backward
+	                            * adds its gradient; NULL: not wanted */
 };
 
 /* Most ops have one output; an op whose n_outputs says more gets `out` as
@@ -240,6 +243,9 @@ struct dl_op_desc {
 	/* How many outputs the node has, from its hyperparameters (lstm's
 	 * output: state: h_n and c_n), at most DL_MAX_OUT; NULL: one. */
 	int (*n_outputs)(const struct dl_node *n);
+	/* Whether the node adds an auxiliary loss in training (through
+	 * ctx->aux_loss: mixture_of_experts' balance_loss); NULL: never. */
+	int (*has_aux_loss)(const struct dl_node *n);
 };
 
 /* ---- helpers for ops ---- */

@@ -87,6 +87,7 @@ struct imp {
 	int64_t fixed_batch;   /* the inputs' fixed batch size, or -1 */
 	char **names;          /* every name given out (entries and inputs) */
 	int n_names, names_cap;
+	char *skip;            /* per node: taken over by a fused pattern */
 	struct dl_error *err;
 };
 
@@ -558,7 +559,7 @@ static struct entry *emit(struct imp *im, const Onnx__NodeProto *n,
 		int rnn = strcmp(op, "lstm") == 0 || strcmp(op, "gru") == 0 || strcmp(op, "rnn") == 0;
 		if (ins[i]->layout != (rnn ? L_TIME : L_BATCH) && !ins[i]->bad) {
 			free(hp);
-			ierr(im, "node '%s' (%s): input '%s' is in the time-major layout of ONNX's recurrent ops; dlrun import follows it only through the Transpose, Squeeze and Reshape that turn it batch first",
+			ierr(im, "node '%s' (%s): input '%s' is time major (batch second); dlrun import follows that layout only into and out of ONNX's recurrent ops and through the whole self-attention subgraph of nn.MultiheadAttention (no mask or the causal one), not op by op",
 			     n && n->name ? n->name : "?", n ? n->op_type : "?", ins[i]->name);
 			return NULL;
 		}
@@ -746,7 +747,7 @@ static int need_rt(struct ctx *c, int k)
 		return nerr(c->im, c->n, "input %d ('%s') is a constant where dlrun needs data; constant operands are folded only when every input is constant",
 			    k, c->in[k]->name);
 	if (c->in[k]->layout != L_BATCH)
-		return nerr(c->im, c->n, "input %d ('%s') is in the time-major layout of ONNX's recurrent ops; dlrun import follows it only through the Transpose, Squeeze and Reshape that turn it batch first",
+		return nerr(c->im, c->n, "input %d ('%s') is time major (batch second); dlrun import follows that layout only into and out of ONNX's recurrent ops and through the whole self-attention subgraph of nn.MultiheadAttention (no mask or the causal one), not op by op",
 			    k, c->in[k]->name);
 	return 0;
 }
@@ -897,6 +898,11 @@ static int m_clip(struct ctx *c)
 		return simple(c, "relu6", NULL);
 	if (lo == 0 && isinf(hi))
 		return simple(c, "relu", NULL);
+	if (isinf(lo) && isinf(hi) && lo < 0 && hi > 0) {
+		/* no bounds: the identity */
+		int rc = need_rt(c, 0);
+		return rc ? rc : alias(c, c->in[0], 0);
+	}
 	char *hp = NULL;
 	if (!isinf(lo) && hp_add(c->im, &hp, "min: %s", fnum(lo)))
 		return DL_ERUN;
@@ -1336,6 +1342,26 @@ static int binary(struct ctx *c, char op, const char *dlop)
 			return simple(c, "sqrt", NULL);
 		}
 		return nerr(c->im, c->n, "only the exponents 2 and 0.5 of data have dlrun ops (mul, sqrt)");
+	}
+	/* a learned position table [T, D] added to a sequence [N, T, D] */
+	for (int s = 0; op == '+' && s < 2; s++) {
+		struct val *k = c->in[1 - s], *x = c->in[s];
+		if (!(is_rt(x) && is_const(k) && x->rank == 3 && k->numel > 1 &&
+		      k->numel == x->dims[1] * x->dims[2] && k->rank >= 2 &&
+		      k->dims[k->rank - 1] == x->dims[2] && k->dims[k->rank - 2] == x->dims[1]))
+			continue;
+		char *hp = NULL;
+		if (hp_add(c->im, &hp, "kind: learned, max_len: %lld", (long long)x->dims[1]))
+			return DL_ERUN;
+		struct val *o = out_val(c, 0, V_RT);
+		if (!o) {
+			free(hp);
+			return oom(c->im);
+		}
+		copy_shape(o, x);
+		struct entry *e = emit(c->im, c->n, NULL, NULL, "positional_encoding", hp, &x, 1, o);
+		int64_t wd[2] = {x->dims[1], x->dims[2]};
+		return e ? add_param(c->im, e, "weight", 2, wd, k->d) : DL_ERUN;
 	}
 	/* a scalar constant operand: scale {factor, shift} */
 	for (int s = 0; s < 2; s++) {
@@ -2166,6 +2192,360 @@ static int m_flatten(struct ctx *c)
 	return emit(im, c->n, NULL, NULL, "flatten", NULL, &x, 1, o) ? 0 : DL_ERUN;
 }
 
+/* ---- nn.MultiheadAttention ---- */
+
+/* Whether node j reads value name. */
+static int reads(const Onnx__NodeProto *n, const char *name)
+{
+	for (size_t k = 0; k < n->n_input; k++)
+		if (strcmp(n->input[k], name) == 0)
+			return 1;
+	return 0;
+}
+
+static int is_graph_output(struct imp *im, const char *name)
+{
+	for (size_t i = 0; i < im->g->n_output; i++)
+		if (strcmp(im->g->output[i]->name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* The one node after node i that reads output 0 of node i other than
+ * through Shape (the data consumer), when it has op type op; else -1. */
+static int next_node(struct imp *im, int i, const char *op)
+{
+	const Onnx__NodeProto *n = im->g->node[i];
+	if (n->n_output != 1 || is_graph_output(im, n->output[0]))
+		return -1;
+	int found = -1;
+	for (size_t j = (size_t)i + 1; j < im->g->n_node; j++) {
+		const Onnx__NodeProto *m = im->g->node[j];
+		if (strcmp(m->op_type, "Shape") == 0 || !reads(m, n->output[0]))
+			continue;
+		if (found >= 0)
+			return -1;
+		found = (int)j;
+	}
+	return found >= 0 && strcmp(im->g->node[found]->op_type, op) == 0 ? found : -1;
+}
+
+/* The value of input k of node n when it is a constant already known or
+ * the output of a Constant node not yet run (its data copied into out,
+ * at most max values); the count, or -1. */
+static int64_t peek_const(struct imp *im, const Onnx__NodeProto *n, size_t k,
+			  double *out, int64_t max)
+{
+	if (k >= n->n_input || !n->input[k][0])
+		return -1;
+	struct val *v = find(im, n->input[k]);
+	int tmp = 0;
+	if (!v) {
+		for (size_t j = 0; j < im->g->n_node && !v; j++) {
+			const Onnx__NodeProto *c = im->g->node[j];
+			if (strcmp(c->op_type, "Constant") != 0 || c->n_output != 1 ||
+			    strcmp(c->output[0], n->input[k]) != 0)
+				continue;
+			const Onnx__AttributeProto *a = attr(c, "value");
+			if (!a || !a->t || tensor_val(im, a->t, c->output[0], "Constant", &v))
+				return -1;
+			tmp = 1;
+		}
+	}
+	int64_t cnt = -1;
+	if (is_const(v) && v->numel <= max) {
+		memcpy(out, v->d, (size_t)v->numel * sizeof *out);
+		cnt = v->numel;
+	}
+	if (tmp) {
+		im->nv--;
+		val_free(v);
+	}
+	return cnt;
+}
+
+static int perm_is(const Onnx__NodeProto *n, int a, int b, int c)
+{
+	int np;
+	const int64_t *p = attr_ints(n, "perm", &np);
+	return p && np == 3 && p[0] == a && p[1] == b && p[2] == c;
+}
+
+/* The Add after node i with a constant operand of numel values (either
+ * order, an initializer or a Constant node not yet run): its index, with
+ * the constant's values in buf (numel of them); else -1. */
+static int next_add_const(struct imp *im, int i, int64_t numel, double *buf)
+{
+	int a = next_node(im, i, "Add");
+	if (a < 0)
+		return -1;
+	const Onnx__NodeProto *n = im->g->node[a];
+	for (size_t s = 0; s < 2 && n->n_input == 2; s++)
+		if (strcmp(n->input[1 - s], im->g->node[i]->output[0]) == 0 &&
+		    peek_const(im, n, s, buf, numel) == numel)
+			return a;
+	return -1;
+}
+
+/* The scalar constant operand of binary node j (the other operand being
+ * the output of node i) into *k; 0 when it has none. */
+static int scalar_of(struct imp *im, int j, int i, double *k)
+{
+	const Onnx__NodeProto *n = im->g->node[j];
+	for (size_t s = 0; s < 2 && n->n_input == 2; s++)
+		if (strcmp(n->input[1 - s], im->g->node[i]->output[0]) == 0 &&
+		    peek_const(im, n, s, k, 1) == 1)
+			return 1;
+	return 0;
+}
+
+/* Whether m [T, T] (or [1, T, T]) is the causal mask: 0 on and below the
+ * diagonal, -inf (or below -1e9) above it. */
+static int is_causal_mask(const double *m, int64_t t)
+{
+	for (int64_t i = 0; i < t; i++)
+		for (int64_t j = 0; j < t; j++) {
+			double x = m[i * t + j];
+			if (j <= i ? x != 0 : !(x < -1e9))
+				return 0;
+		}
+	return 1;
+}
+
+/* Self attention of nn.MultiheadAttention(batch_first=True) as
+ * torch.onnx.export (torch 1.13) writes it, starting at the Transpose
+ * (node i0) that makes x time major:
+ *   Transpose[1,0,2] -> MatMul(in_proj_weight^T) [-> Add(in_proj_bias)]
+ *   -> three Slices (q, k, v) -> Reshape -> Transpose ([1,0,2] for q
+ *   and v, [1,2,0] for k); q -> Div(sqrt(head_dim)); MatMul(q, k)
+ *   [-> Mul(1) -> Add(causal mask)] -> Softmax -> MatMul(., v)
+ *   -> Transpose[1,0,2] -> Reshape -> Gemm(out_proj) -> Reshape
+ *   -> Transpose[1,0,2].
+ * When the graph is exactly that (no value inside it used elsewhere),
+ * emits one multihead_attention entry, marks the nodes it took over (and
+ * the shape arithmetic that only they read) in im->skip, and returns 1;
+ * 0 when it is not that; an error code. */
+static int match_mha(struct ctx *c)
+{
+	struct imp *im = c->im;
+	struct val *x = c->in[0];
+	int i0 = c->node;
+	if (!is_rt(x) || x->bad || x->rank != 3 || x->layout != L_BATCH || !perm_is(c->n, 1, 0, 2))
+		return 0;
+	int64_t T = x->dims[1], E = x->dims[2];
+	int chain[32], nc = 0;
+	chain[nc++] = i0;
+	int mm = next_node(im, i0, "MatMul");
+	if (mm < 0 || strcmp(im->g->node[mm]->input[0], c->n->output[0]) != 0)
+		return 0;
+	struct val *w = node_in(im, im->g->node[mm], 1), *b = NULL;
+	if (!is_const(w) || w->rank != 2 || w->dims[0] != E || w->dims[1] != 3 * E)
+		return 0;
+	chain[nc++] = mm;
+	int a = next_node(im, mm, "Add");
+	const Onnx__NodeProto *an = a < 0 ? NULL : im->g->node[a];
+	for (size_t s = 0; an && s < 2 && an->n_input == 2; s++) {
+		struct val *v = node_in(im, an, s);
+		if (strcmp(an->input[1 - s], im->g->node[mm]->output[0]) == 0 &&
+		    is_const(v) && v->numel == 3 * E)
+			b = v;
+	}
+	if (b)
+		chain[nc++] = a;
+	else
+		a = mm;
+	/* the three Slices of the packed projection, in q, k, v order */
+	const char *packed = im->g->node[a]->output[0];
+	int sl[3], ns = 0;
+	for (size_t j = (size_t)a + 1; j < im->g->n_node; j++) {
+		const Onnx__NodeProto *n = im->g->node[j];
+		if (strcmp(n->op_type, "Shape") == 0 || !reads(n, packed))
+			continue;
+		if (strcmp(n->op_type, "Slice") != 0 || ns == 3 || strcmp(n->input[0], packed) != 0)
+			return 0;
+		double ax[2], st[2];
+		if (peek_const(im, n, 3, ax, 1) != 1 || !(ax[0] == -1 || ax[0] == 2))
+			return 0;
+		if (n->n_input > 4 && (peek_const(im, n, 4, st, 1) != 1 || st[0] != 1))
+			return 0;
+		sl[ns++] = (int)j;
+	}
+	if (ns != 3 || is_graph_output(im, packed))
+		return 0;
+	int tr[3];
+	for (int s = 0; s < 3; s++) {
+		int r = next_node(im, sl[s], "Reshape");
+		tr[s] = r < 0 ? -1 : next_node(im, r, "Transpose");
+		if (tr[s] < 0 || !(s == 1 ? perm_is(im->g->node[tr[s]], 1, 2, 0)
+					  : perm_is(im->g->node[tr[s]], 1, 0, 2)))
+			return 0;
+		chain[nc++] = sl[s];
+		chain[nc++] = r;
+		chain[nc++] = tr[s];
+	}
+	/* q / sqrt(head_dim) */
+	int qs = next_node(im, tr[0], "Div");
+	double scale;
+	if (qs < 0 || strcmp(im->g->node[qs]->input[0], im->g->node[tr[0]]->output[0]) != 0 ||
+	    !scalar_of(im, qs, tr[0], &scale) || !(scale > 0))
+		return 0;
+	chain[nc++] = qs;
+	int64_t hd = (int64_t)llround(scale * scale);
+	if (hd < 1 || E % hd != 0 || fabs(sqrt((double)hd) - scale) > 1e-5 * scale)
+		return 0;
+	int s1 = next_node(im, qs, "MatMul");
+	if (s1 < 0 || strcmp(im->g->node[s1]->input[0], im->g->node[qs]->output[0]) != 0 ||
+	    strcmp(im->g->node[s1]->input[1], im->g->node[tr[1]]->output[0]) != 0 ||
+	    next_node(im, tr[1], "MatMul") != s1)
+		return 0;
+	chain[nc++] = s1;
+	/* baddbmm(mask, q, k): Mul(1) then Add(mask) */
+	int at = s1, causal = 0;
+	int mul = next_node(im, at, "Mul");
+	double one;
+	if (mul >= 0) {
+		if (!scalar_of(im, mul, s1, &one) || one != 1)
+			return 0;
+		chain[nc++] = at = mul;
+	}
+	double *mask = malloc((size_t)(T * T) * sizeof *mask);
+	if (!mask)
+		return oom(im);
+	int add = next_add_const(im, at, T * T, mask);
+	causal = add >= 0 && is_causal_mask(mask, T);
+	free(mask);
+	if (add >= 0 && !causal)
+		return 0;
+	if (add >= 0)
+		chain[nc++] = at = add;
+	int sm = next_node(im, at, "Softmax");
+	if (sm < 0 || !(attr_i(im->g->node[sm], "axis", -1) == -1 || attr_i(im->g->node[sm], "axis", -1) == 2))
+		return 0;
+	chain[nc++] = sm;
+	int s2 = next_node(im, sm, "MatMul");
+	if (s2 < 0 || strcmp(im->g->node[s2]->input[0], im->g->node[sm]->output[0]) != 0 ||
+	    strcmp(im->g->node[s2]->input[1], im->g->node[tr[2]]->output[0]) != 0 ||
+	    next_node(im, tr[2], "MatMul") != s2)
+		return 0;
+	chain[nc++] = s2;
+	int t4 = next_node(im, s2, "Transpose");
+	int r3 = t4 < 0 ? -1 : next_node(im, t4, "Reshape");
+	int gm = r3 < 0 ? -1 : next_node(im, r3, "Gemm");
+	int r4 = gm < 0 ? -1 : next_node(im, gm, "Reshape");
+	int t5 = r4 < 0 ? -1 : next_node(im, r4, "Transpose");
+	if (t5 < 0 || !perm_is(im->g->node[t4], 1, 0, 2) || !perm_is(im->g->node[t5], 1, 0, 2))
+		return 0;
+	const Onnx__NodeProto *g = im->g->node[gm];
+	struct val *wo = node_in(im, g, 1), *bo = node_in(im, g, 2);
+	if (strcmp(g->input[0], im->g->node[r3]->output[0]) != 0 || !is_const(wo) ||
+	    wo->rank != 2 || wo->dims[0] != E || wo->dims[1] != E ||
+	    attr_i(g, "transA", 0) || attr_f(g, "alpha", 1) != 1 || attr_f(g, "beta", 1) != 1 ||
+	    (bo && (!is_const(bo) || bo->numel != E)) || (!bo) != (!b))
+		return 0;
+	int tb = (int)attr_i(g, "transB", 0);
+	chain[nc++] = t4;
+	chain[nc++] = r3;
+	chain[nc++] = gm;
+	chain[nc++] = r4;
+	chain[nc++] = t5;
+
+	/* the nodes taken over: the chain, then whatever only they read */
+	size_t nn = im->g->n_node;
+	if (!im->skip && !(im->skip = calloc(nn, 1)))
+		return oom(im);
+	char *take = calloc(nn, 1);
+	if (!take)
+		return oom(im);
+	for (int k = 0; k < nc; k++)
+		take[chain[k]] = 1;
+	for (int grew = 1; grew;) {
+		grew = 0;
+		for (int j = t5 - 1; j > i0; j--) {
+			const Onnx__NodeProto *n = im->g->node[j];
+			if (take[j] || im->skip[j] || n->n_output < 1)
+				continue;
+			int all = 1;
+			for (size_t o = 0; o < n->n_output && all; o++) {
+				int used = 0;
+				if (is_graph_output(im, n->output[o]))
+					all = 0;
+				for (size_t u = (size_t)j + 1; u < nn && all; u++)
+					if (reads(im->g->node[u], n->output[o])) {
+						used = 1;
+						all = take[u];
+					}
+				all = all && used;
+			}
+			if (all)
+				take[j] = grew = 1;
+		}
+	}
+	/* nothing inside but the last node feeds the rest of the graph */
+	for (int j = i0; j < t5; j++) {
+		const Onnx__NodeProto *n = im->g->node[j];
+		for (size_t o = 0; take[j] && o < n->n_output; o++) {
+			int bad = is_graph_output(im, n->output[o]);
+			for (size_t u = (size_t)j + 1; u < nn && !bad; u++)
+				bad = !take[u] && reads(im->g->node[u], n->output[o]);
+			if (bad) {
+				free(take);
+				return 0;
+			}
+		}
+	}
+
+	char *hp = NULL;
+	int rc = hp_add(im, &hp, "num_heads: %lld", (long long)(E / hd));
+	if (rc == 0 && !b)
+		rc = hp_add(im, &hp, "bias: false");
+	if (rc == 0 && causal)
+		rc = hp_add(im, &hp, "causal: true");
+	struct val *o = rc ? NULL : new_val(im, im->g->node[t5]->output[0], V_RT);
+	if (!o) {
+		free(take);
+		free(hp);
+		return rc ? rc : oom(im);
+	}
+	o->node = t5;
+	copy_shape(o, x);
+	/* the PyTorch module: "enc.layers.0.self_attn" from its out_proj */
+	char pname[256] = "", *pn = NULL;
+	if (wo->init && strlen(wo->init) < sizeof pname) {
+		snprintf(pname, sizeof pname, "%s", wo->init);
+		char *suf = strstr(pname, ".out_proj.weight");
+		if (suf && suf[strlen(".out_proj.weight")] == 0 && suf != pname) {
+			*suf = 0;
+			pn = pname;
+		}
+	}
+	struct entry *e = emit(im, c->n, pn, NULL, "multihead_attention", hp, &x, 1, o);
+	double *t = malloc((size_t)(3 * E * E) * sizeof *t);
+	if (!e || !t) {
+		free(take);
+		free(t);
+		return e ? oom(im) : DL_ERUN;
+	}
+	for (int64_t r = 0; r < 3 * E; r++)
+		for (int64_t k = 0; k < E; k++)
+			t[r * E + k] = w->d[k * 3 * E + r];
+	int64_t wd[2] = {3 * E, E}, bd[1] = {3 * E}, od[2] = {E, E}, obd[1] = {E};
+	rc = add_param(im, e, "in_proj_weight", 2, wd, t);
+	if (rc == 0 && b)
+		rc = add_param(im, e, "in_proj_bias", 1, bd, b->d);
+	for (int64_t r = 0; r < E; r++)
+		for (int64_t k = 0; k < E; k++)
+			t[r * E + k] = tb ? wo->d[r * E + k] : wo->d[k * E + r];
+	if (rc == 0)
+		rc = add_param(im, e, "out_proj.weight", 2, od, t);
+	if (rc == 0 && bo)
+		rc = add_param(im, e, "out_proj.bias", 1, obd, bo->d);
+	free(t);
+	for (size_t j = 0; j < nn; j++)
+		im->skip[j] |= take[j];
+	free(take);
+	return rc ? rc : 1;
+}
+
 static int m_transpose(struct ctx *c)
 {
 	struct imp *im = c->im;
@@ -2176,8 +2556,12 @@ static int m_transpose(struct ctx *c)
 		/* batch first <-> time major around ONNX's recurrent ops */
 		int swap01 = x->rank == 3 && p[0] == 1 && p[1] == 0 && p[2] == 2;
 		int layout = -1;
-		if (swap01 && x->layout == L_BATCH)
+		if (swap01 && x->layout == L_BATCH) {
+			int rc = match_mha(c);
+			if (rc)
+				return rc < 0 ? rc : 0;
 			layout = L_TIME;
+		}
 		else if (swap01 && x->layout == L_TIME)
 			layout = L_BATCH;
 		else if (x->layout == L_RNN_Y && x->rank == 4 && p[0] == 0 && p[1] == 2 &&
@@ -3276,6 +3660,8 @@ static int run_nodes(struct imp *im)
 	for (size_t i = 0; i < im->g->n_node; i++) {
 		const Onnx__NodeProto *n = im->g->node[i];
 		const struct onnx_op *op = op_find(n->op_type);
+		if (im->skip && im->skip[i])
+			continue;
 		struct ctx c = {.im = im, .n = n, .node = (int)i};
 		int dynzero_in = 0;
 		for (size_t k = 0; k < n->n_attribute; k++) {
@@ -3615,6 +4001,7 @@ int dl_onnx_import(const char *onnx_path, const char *yaml_path, struct dl_error
 		free(im.names[i]);
 	free(im.names);
 	free(im.inputs);
+	free(im.skip);
 	onnx__model_proto__free_unpacked(im.m, NULL);
 	return rc;
 }

@@ -1457,7 +1457,8 @@ static int build_sub_nodes(struct dl_node *n, const struct dl_sub_node *spec,
 					   op->name);
 		if (rc == 0)
 			rc = dl_hp_defaults(m, err);
-		for (int h = 0; rc == 0 && h < 4 && sp->hp[h].name; h++) {
+		for (int h = 0; rc == 0 && h < (int)(sizeof sp->hp / sizeof sp->hp[0]) &&
+		     sp->hp[h].name; h++) {
 			int i = 0;
 			while (i < op->n_hp && strcmp(op->hp[i].name, sp->hp[h].name) != 0)
 				i++;

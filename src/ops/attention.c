@@ -355,7 +355,8 @@ static int attention_infer(struct dl_node *n, const struct dl_shape *in,
 	int64_t A = n->hp[AT_SIZE].set ? n->hp[AT_SIZE].i : 0;
 	struct att a;
 	attention_att(&a, n, q, k, v, 0, 0);
-	if ((double)a.cells > 1e9 || (double)(Tq + Tk) * A > 1e9)
+	/* the flash path holds no Tq x Tk cells: only its time grows so */
+	if ((!a.flash && (double)a.cells > 1e9) || (double)(Tq + Tk) * A > 1e9)
 		return dl_node_error(err, n, -1, "the inputs are too long");
 	*out = *q;
 	out->d[nd - 1] = Dv;
@@ -582,8 +583,10 @@ static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 	a.Tq = (int)Tq;
 	a.Tk = (int)Tk;
 	a.dq = a.dk = a.dv = (int)(E / H);
+	a.keep_scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
 	mask_fill(&a, n, MH_MASK);
-	if ((double)a.cells * H > 1e10 || (double)N * (Tq + 2 * Tk) * E > 1e10)
+	if ((!a.flash && (double)a.cells * H > 1e10) ||
+	    (double)N * (Tq + 2 * Tk) * E > 1e10)
 		return dl_node_error(err, n, -1, "the inputs are too large");
 	int sep = KD != E || VD != E;
 	int bias = (int)n->hp[MH_BIAS].i;

@@ -44,18 +44,29 @@ struct att {
 
 	/* Set by att_prepare: sparse patterns use key lists, row i's keys
 	 * idx[rowptr[i] .. rowptr[i + 1]); cells = the score cells of one
-	 * slice (Tq Tk dense, a bound on the keys listed when sparse). */
-	int sparse;
+	 * slice (Tq Tk dense, a bound on the keys listed when sparse). flash:
+	 * a long dense slice runs in blocks of ATT_FLASH_BQ queries by
+	 * ATT_FLASH_BK keys with an online softmax, never holding its Tq x Tk
+	 * scores (see att_prepare for when). */
+	int sparse, flash;
 	int64_t cells;
 	const int64_t *rowptr;
 	const int *idx;
 };
 
-/* Scratch of one call: scores S and S2 [cells] each, tmp [tmpf] for
- * bilinear / additive scores, rb [2 (2K+1)] relative-value buckets, the key
- * lists and their build's marks. */
+/* The blocks of the flash path, and the dense slices that take it: at
+ * least ATT_FLASH_MIN_CELLS score cells (Tq Tk). */
+#define ATT_FLASH_BQ 64
+#define ATT_FLASH_BK 256
+#define ATT_FLASH_MIN_CELLS ((int64_t)1 << 20)
+
+/* Scratch of one call: scores S and S2 [cells] each (flash: one block,
+ * [BQ BK] each), tmp [tmpf] for bilinear / additive scores, rb [2 (2K+1)]
+ * relative-value buckets, the key lists and their build's marks; flash:
+ * F [BQ (dv + 3)], a query block's output and its running max, sum and
+ * backward's row dots. */
 struct att_ws {
-	float *S, *S2, *tmp, *rb;
+	float *S, *S2, *tmp, *rb, *F;
 	int64_t *rowptr;
 	int *idx, *stamp, *rstamp;
 };

@@ -10,7 +10,9 @@
  * built once per call in planned scratch (CSR: row pointers and key
  * indices), and every score, probability and gradient lives on that list:
  * O(T k) time and memory for k keys per query, never T x T. Backward
- * recomputes the probabilities from the inputs. */
+ * recomputes the probabilities from the inputs. A long dense slice (at
+ * least 2^20 score cells) takes the flash path below: blocks and an online
+ * softmax, O(T) memory, the same numbers to float rounding. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,13 +59,24 @@ static int64_t row_bound(const struct att *a, int64_t i)
 	return c < Tk ? c : Tk;
 }
 
+/* The flash path takes dense slices of at least ATT_FLASH_MIN_CELLS
+ * (2^20) score cells, scaled-dot or dot scores, without Shaw's relative
+ * tables or dropout on the weights (whose mask would be Tq x Tk bytes):
+ * there the materialised scores would cost 8 MB a slice (S and its
+ * gradient), and the blocked loops run within a few percent of the
+ * materialised ones (tools/bench/RESULTS.md); below it the materialised
+ * path's one large GEMM is as fast and its memory small. */
 void att_prepare(struct att *a)
 {
 	a->any = a->window >= 0 || a->stride > 0 || a->fixed > 0 ||
 		 a->global > 0 || a->random > 0;
 	a->sparse = a->any;
+	a->flash = 0;
 	if (!a->sparse) {
 		a->cells = (int64_t)a->Tq * a->Tk;
+		a->flash = a->cells >= ATT_FLASH_MIN_CELLS &&
+			   (a->score == SC_SCALED || a->score == SC_DOT) &&
+			   a->K == 0 && a->keep_scale == 1.0f;
 		return;
 	}
 	int64_t c = 0;
@@ -82,18 +95,20 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 {
 	char *p = base;
 	size_t off = 0;
-	size_t cells = (size_t)a->cells;
+	size_t cells = a->flash ? (size_t)ATT_FLASH_BQ * ATT_FLASH_BK
+				: (size_t)a->cells;
 	size_t rbf = a->K > 0 ? (size_t)(2 * (2 * a->K + 1)) : 0;
-	size_t sz[8] = {
+	size_t sz[9] = {
 		sizeof(float) * cells, sizeof(float) * cells,
 		sizeof(float) * (size_t)tmpf, sizeof(float) * rbf,
 		a->sparse ? sizeof(int64_t) * (size_t)(a->Tq + 1) : 0,
 		a->sparse ? sizeof(int) * cells : 0,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
+		a->flash ? sizeof(float) * (size_t)ATT_FLASH_BQ * (a->dv + 3) : 0,
 	};
-	void *ptr[8];
-	for (int t = 0; t < 8; t++) {
+	void *ptr[9];
+	for (int t = 0; t < 9; t++) {
 		ptr[t] = p ? p + off : NULL;
 		off += round16(sz[t]);
 	}
@@ -106,6 +121,7 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		w->idx = ptr[5];
 		w->stamp = ptr[6];
 		w->rstamp = ptr[7];
+		w->F = ptr[8];
 	}
 	return off;
 }
@@ -223,10 +239,18 @@ static inline int key_at(const int *js, int t)
 	return js ? js[t] : t;
 }
 
+/* x . y in eight independent partial sums (the key lists' inner loop: a
+ * single running sum would wait on each addition) */
 static float dot(const float *x, const float *y, int n)
 {
-	float acc = 0.0f;
-	for (int e = 0; e < n; e++)
+	float p[8] = {0};
+	int e = 0;
+	for (; e + 8 <= n; e += 8)
+		for (int u = 0; u < 8; u++)
+			p[u] += x[e + u] * y[e + u];
+	float acc = ((p[0] + p[4]) + (p[1] + p[5])) +
+		    ((p[2] + p[6]) + (p[3] + p[7]));
+	for (; e < n; e++)
 		acc += x[e] * y[e];
 	return acc;
 }
@@ -451,6 +475,179 @@ static void rel_buckets(const struct att *a, int i, const int *js, int c,
 		rb[rel_index(a, i, key_at(js, t))] += p[t];
 }
 
+/* ---- the flash path: long dense slices in blocks, online softmax ----
+ *
+ * A slice runs ATT_FLASH_BQ queries at a time against ATT_FLASH_BK keys at
+ * a time (FlashAttention's loop on a CPU): one block's scores S [BQ, BK]
+ * by GEMM, the masks applied on them, and a running row max m and sum l
+ * rescale the output accumulated so far, so no more than one block of
+ * scores is ever held. Backward recomputes each query block's forward (its
+ * m, l and output O, hence D = rowsum(dO * O)), then per key block the
+ * probabilities P = exp(S - m) / l, dS = P (dO V^T - D), and adds dV +=
+ * P^T dO, dQ += scale dS K, dK += scale dS^T Q. Causal slices skip the key
+ * blocks past a query block's last query. */
+
+static int imin(int x, int y)
+{
+	return x < y ? x : y;
+}
+
+/* S [bq, bk] = the scores of queries [i0, i0 + bq) against keys [j0, j0 +
+ * bk), masked cells -inf (causal, attn_mask, key padding) */
+static void flash_scores(const struct att *a, const float *q, int ldq,
+			 const float *k, int ldk, int i0, int bq, int j0,
+			 int bk, float *S)
+{
+	dl_sgemm(0, 1, bq, bk, a->dq, a->scale, q + (int64_t)i0 * ldq, ldq,
+		 k + (int64_t)j0 * ldk, ldk, 0.0f, S, bk);
+	for (int r = 0; r < bq; r++) {
+		int i = i0 + r, n = bk;
+		float *s = S + (int64_t)r * bk;
+		if (a->causal && j0 + bk > i + 1) {
+			n = i + 1 - j0 > 0 ? i + 1 - j0 : 0;
+			for (int t = n; t < bk; t++)
+				s[t] = -INFINITY;
+		}
+		if (a->am) {
+			const float *am = a->am + (int64_t)i * a->Tk + j0;
+			for (int t = 0; t < n; t++) {
+				if (!a->am_int)
+					s[t] += am[t];
+				else if (am[t] != 0.0f)
+					s[t] = -INFINITY;
+			}
+		}
+		if (a->kpm)
+			for (int t = 0; t < n; t++)
+				if (a->kpm[j0 + t] != 0.0f)
+					s[t] = -INFINITY;
+	}
+}
+
+/* The keys a query block [i0, i0 + bq) can see end here */
+static int flash_kend(const struct att *a, int i0, int bq)
+{
+	return a->causal ? imin(a->Tk, i0 + bq) : a->Tk;
+}
+
+/* o rows [bq, dv] (stride ldo) = the attention of queries [i0, i0 + bq),
+ * with their final row max m[bq] and sum l[bq] (a row with no allowed key:
+ * zeros, l = 0); S: one block's scratch */
+static void flash_rows(const struct att *a, const float *q, int ldq,
+		       const float *k, int ldk, const float *v, int ldv,
+		       int i0, int bq, float *o, int ldo, float *S, float *m,
+		       float *l)
+{
+	int dv = a->dv, kend = flash_kend(a, i0, bq);
+	for (int r = 0; r < bq; r++) {
+		m[r] = -INFINITY;
+		l[r] = 0.0f;
+		memset(o + (int64_t)r * ldo, 0, sizeof(float) * (size_t)dv);
+	}
+	for (int j0 = 0; j0 < kend; j0 += ATT_FLASH_BK) {
+		int bk = imin(ATT_FLASH_BK, a->Tk - j0);
+		flash_scores(a, q, ldq, k, ldk, i0, bq, j0, bk, S);
+		for (int r = 0; r < bq; r++) {
+			float *s = S + (int64_t)r * bk;
+			float mx = m[r];
+			for (int t = 0; t < bk; t++)
+				mx = s[t] > mx ? s[t] : mx;
+			if (mx == -INFINITY) {
+				memset(s, 0, sizeof(float) * (size_t)bk);
+				continue;
+			}
+			double sum = 0.0;
+			for (int t = 0; t < bk; t++) {
+				s[t] = expf(s[t] - mx);
+				sum += s[t];
+			}
+			if (mx != m[r]) {
+				float alpha = expf(m[r] - mx);
+				float *orow = o + (int64_t)r * ldo;
+				for (int e = 0; e < dv; e++)
+					orow[e] *= alpha;
+				l[r] *= alpha;
+				m[r] = mx;
+			}
+			l[r] += (float)sum;
+		}
+		dl_sgemm(0, 0, bq, dv, bk, 1.0f, S, bk, v + (int64_t)j0 * ldv,
+			 ldv, 1.0f, o, ldo);
+	}
+	for (int r = 0; r < bq; r++) {
+		float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+		float *orow = o + (int64_t)r * ldo;
+		for (int e = 0; e < dv; e++)
+			orow[e] *= inv;
+	}
+}
+
+static void flash_fwd(const struct att *a, const float *q, int ldq,
+		      const float *k, int ldk, const float *v, int ldv,
+		      float *o, int ldo, const struct att_ws *w)
+{
+	float *m = w->F, *l = m + ATT_FLASH_BQ;
+	for (int i0 = 0; i0 < a->Tq; i0 += ATT_FLASH_BQ) {
+		int bq = imin(ATT_FLASH_BQ, a->Tq - i0);
+		flash_rows(a, q, ldq, k, ldk, v, ldv, i0, bq,
+			   o + (int64_t)i0 * ldo, ldo, w->S, m, l);
+	}
+}
+
+static void flash_bwd(const struct att *a, const float *q, int ldq,
+		      const float *k, int ldk, const float *v, int ldv,
+		      const float *go, int ldgo, float *dq, int lddq,
+		      float *dk, int lddk, float *dvv, int lddv,
+		      const struct att_ws *w)
+{
+	int dv = a->dv, d = a->dq;
+	float *P = w->S, *G = w->S2;
+	float *m = w->F, *l = m + ATT_FLASH_BQ, *D = l + ATT_FLASH_BQ;
+	float *O = D + ATT_FLASH_BQ;
+	for (int i0 = 0; i0 < a->Tq; i0 += ATT_FLASH_BQ) {
+		int bq = imin(ATT_FLASH_BQ, a->Tq - i0);
+		int kend = flash_kend(a, i0, bq);
+		const float *gb = go + (int64_t)i0 * ldgo;
+		flash_rows(a, q, ldq, k, ldk, v, ldv, i0, bq, O, dv, P, m, l);
+		for (int r = 0; r < bq; r++)
+			D[r] = dot(gb + (int64_t)r * ldgo, O + (int64_t)r * dv,
+				   dv);
+		for (int j0 = 0; j0 < kend; j0 += ATT_FLASH_BK) {
+			int bk = imin(ATT_FLASH_BK, a->Tk - j0);
+			flash_scores(a, q, ldq, k, ldk, i0, bq, j0, bk, P);
+			for (int r = 0; r < bq; r++) {
+				float *p = P + (int64_t)r * bk;
+				float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+				for (int t = 0; t < bk; t++)
+					p[t] = inv > 0.0f ? expf(p[t] - m[r]) * inv
+							  : 0.0f;
+			}
+			if (dvv)
+				dl_sgemm(1, 0, bk, dv, bq, 1.0f, P, bk, gb, ldgo,
+					 1.0f, dvv + (int64_t)j0 * lddv, lddv);
+			dl_sgemm(0, 1, bq, bk, dv, 1.0f, gb, ldgo,
+				 v + (int64_t)j0 * ldv, ldv, 0.0f, G, bk);
+			for (int r = 0; r < bq; r++) {
+				const float *p = P + (int64_t)r * bk;
+				float *g = G + (int64_t)r * bk;
+				for (int t = 0; t < bk; t++)
+					g[t] = p[t] * (g[t] - D[r]);
+				if (a->dam)
+					axpy(1.0f, g, a->dam + (int64_t)(i0 + r) * a->Tk + j0,
+					     bk);
+			}
+			if (dq)
+				dl_sgemm(0, 0, bq, d, bk, a->scale, G, bk,
+					 k + (int64_t)j0 * ldk, ldk, 1.0f,
+					 dq + (int64_t)i0 * lddq, lddq);
+			if (dk)
+				dl_sgemm(1, 0, bk, d, bq, a->scale, G, bk,
+					 q + (int64_t)i0 * ldq, ldq, 1.0f,
+					 dk + (int64_t)j0 * lddk, lddk);
+		}
+	}
+}
+
 /* ---- one slice ---- */
 
 void att_slice_fwd(const struct att *a, const float *q, int ldq,
@@ -460,6 +657,10 @@ void att_slice_fwd(const struct att *a, const float *q, int ldq,
 {
 	float *P = w->S;
 	int dv = a->dv;
+	if (a->flash) {
+		flash_fwd(a, q, ldq, k, ldk, v, ldv, o, ldo, w);
+		return;
+	}
 	slice_probs(a, q, ldq, k, ldk, P, w->tmp);
 	if (keep) {
 		int64_t n = a->sparse ? a->rowptr[a->Tq] : a->cells;
@@ -576,6 +777,11 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 	int Tq = a->Tq, Tk = a->Tk, dv = a->dv, A = a->A;
 	float *P = w->S, *G = w->S2, *tmp = w->tmp;
 	float ks = a->keep_scale;
+	if (a->flash) {
+		flash_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
+			  lddk, dvv, lddv, w);
+		return;
+	}
 	slice_probs(a, q, ldq, k, ldk, P, tmp);
 	if (!a->sparse) {
 		/* dV += Pd^T go, with G holding the dropped-out weights */

@@ -195,7 +195,7 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				t->perm[i] = t->perm[j];
 				t->perm[j] = tmp;
 			}
-		double sum = 0;
+		double sum = 0, bsum = 0;
 		int64_t seen = 0;
 		double lr = 0;
 		for (; t->pos.batch < nb; t->pos.batch++) {
@@ -217,6 +217,7 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				return rc;
 			t->pos.step++;
 			sum += loss * (double)b;
+			bsum += t->step.aux_loss * (double)b;
 			seen += b;
 			samples += b;
 			double el = now() - t0;
@@ -225,7 +226,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			if (t->on_batch) {
 				struct dl_batch_report r = {t->pos.epoch, t->pos.batch + 1, nb,
 							    sum / (double)seen, rate,
-							    rate > 0 ? (double)left / rate : 0};
+							    rate > 0 ? (double)left / rate : 0,
+							    t->step.has_aux, bsum / (double)seen};
 				t->on_batch(t->user, &r);
 			}
 			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0 &&
@@ -243,7 +245,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				return stopped(t, nb, err);
 		}
 		struct dl_epoch_report r = {t->pos.epoch + 1, t->pos.step,
-					    seen ? sum / (double)seen : NAN, lr, 0, NAN, 0, NAN};
+					    seen ? sum / (double)seen : NAN, lr, 0, NAN, 0, NAN,
+					    t->step.has_aux, seen ? bsum / (double)seen : NAN};
 		if (t->val && t->val->n > 0) {
 			if ((rc = validate(t, &r.val_loss, &r.val_accuracy, err)) != 0)
 				return rc;
@@ -270,6 +273,7 @@ int dl_trainer_init(struct dl_trainer *t, struct dl_error *err)
 	if ((rc = dl_lr_check(&t->sched, err)) != 0)
 		return rc;
 	t->step.g = g;
+	t->step.has_aux = dl_step_has_aux(g);
 	t->step.opt = &t->opt;
 	t->step.ranges = t->ranges;
 	t->step.n_ranges = t->n_ranges;

@@ -18,6 +18,8 @@ struct dl_batch_report {
 	int64_t batch, n_batches; /* batches of this epoch done, of */
 	double loss;              /* mean loss of the epoch so far */
 	double rate, eta;         /* samples per second, seconds left */
+	int has_balance;          /* the model has a balance loss: */
+	double balance_loss;      /* its mean so far, part of loss */
 };
 
 /* After each epoch. */
@@ -29,6 +31,8 @@ struct dl_epoch_report {
 	double val_loss;
 	int has_accuracy;         /* classification losses only */
 	double val_accuracy;
+	int has_balance;          /* the model has a balance loss: */
+	double balance_loss;      /* its mean over the epoch, part of loss */
 };
 
 struct dl_trainer {

@@ -6,6 +6,20 @@
 
 #include "train/step.h"
 
+int dl_step_has_aux(const struct dl_graph *g)
+{
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *n = &g->nodes[i];
+		if (n->op->has_aux_loss && n->op->has_aux_loss(n))
+			return 1;
+		const struct dl_subgraphs *sub = n->sub;
+		for (int k = 0; sub && k < sub->n; k++)
+			if (dl_step_has_aux(sub->g[k]))
+				return 1;
+	}
+	return 0;
+}
+
 int dl_step_output(const struct dl_graph *g, const char *name)
 {
 	for (int k = 0; k < g->n_outputs; k++)
@@ -65,12 +79,17 @@ int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_
 		  struct dl_ctx *ctx, double *loss, struct dl_error *err)
 {
 	struct dl_graph *g = s->g;
-	double l = 0;
+	double l = 0, aux = 0;
+	double *keep = ctx->aux_loss;
+	ctx->aux_loss = &aux;
 	dl_step_forward(s, b->in, ctx);
+	ctx->aux_loss = keep;
+	s->aux_loss = aux;
 	if ((b->ids || b->targets) && b->n > 0) {
 		int rc = dl_step_loss(s, b, 1, &l, NULL, NULL, err);
 		if (rc)
 			return rc;
+		l += aux;
 		if (!isfinite(l)) {
 			int bad = dl_graph_first_nonfinite(g);
 			if (bad >= 0)

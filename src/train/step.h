@@ -30,6 +30,11 @@ struct dl_step {
 	 * batch's; NULL in one process */
 	int (*reduce)(void *user, float *grad, size_t n, double *loss, struct dl_error *err);
 	void *reduce_user;
+	/* set by dl_train_step: the auxiliary losses of its forward (the
+	 * balance_loss of every mixture_of_experts), part of its loss; this
+	 * process's share in data-parallel training, as the gradient's */
+	double aux_loss;
+	int has_aux;              /* some op of g has an auxiliary loss */
 };
 
 /* One batch: the model's inputs and the labels of the loss output. */
@@ -41,6 +46,10 @@ struct dl_batch {
 	const float *targets;     /* float targets, or NULL; both NULL: the
 	                           * step's dout are used as they are */
 };
+
+/* Whether some node of g, at any depth, adds an auxiliary loss in
+ * training (op->has_aux_loss: a mixture_of_experts with balance_loss > 0). */
+int dl_step_has_aux(const struct dl_graph *g);
 
 /* Index of output `name` in g->outputs, or -1. */
 int dl_step_output(const struct dl_graph *g, const char *name);
@@ -58,8 +67,8 @@ void dl_step_backward(struct dl_step *s, float *const *din, struct dl_ctx *ctx);
 /* Clips (s->clip) and takes an optimizer step at lr (nothing without
  * s->opt). */
 void dl_step_update(struct dl_step *s, double lr);
-/* The whole step: forward, loss (unless b has no labels), backward,
- * update. A non-finite loss is DL_ERUN naming the first op whose output
+/* The whole step: forward, loss (unless b has no labels) plus the
+ * forward's auxiliary losses (s->aux_loss), backward, update. A non-finite loss is DL_ERUN naming the first op whose output
  * was not finite (step_no is the step's number in the message); nothing is
  * updated then. *loss (may be NULL) receives the loss, 0 without labels. */
 int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_t step_no,

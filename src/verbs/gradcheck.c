@@ -1,5 +1,6 @@
-/* dlrun gradcheck: back-propagated gradients against central finite
- * differences of L = sum(r * output) for a fixed random r, accumulated in
+/* dlrun gradcheck: back-propagated gradients against finite
+ * differences of L = sum(r * output) (plus auxiliary losses, such as
+ * mixture_of_experts' balance_loss) for a fixed random r, accumulated in
  * double, on a small random batch; the worst relative error per entry. */
 #include <getopt.h>
 #include <math.h>
@@ -52,17 +53,20 @@ static void kink_sides(void *arg, const struct dl_node *n, const struct dl_tenso
 	C->sides = h;
 }
 
-/* L = sum_k sum_j r_k[j] out_k[j], in double; *sides receives the hash of
+/* L = sum_k sum_j r_k[j] out_k[j] plus the forward's auxiliary losses, in
+ * double; *sides receives the hash of
  * the kinks' sides. */
 static double objective(struct check *C, int train, uint64_t *sides)
 {
-	struct dl_ctx ctx = {.train = train, .rng = &C->rng, .threads = dl_threads()};
+	double aux = 0;  /* auxiliary losses (balance_loss) are part of L */
+	struct dl_ctx ctx = {.train = train, .rng = &C->rng, .threads = dl_threads(),
+			     .aux_loss = &aux};
 	dl_rng_seed(&C->rng, C->seed + 17);
 	C->sides = 0xcbf29ce484222325ull;
 	dl_step_forward(&C->step, C->in, &ctx);
 	if (sides)
 		*sides = C->sides;
-	double L = 0;
+	double L = aux;
 	for (int k = 0; k < C->g->n_outputs; k++) {
 		const struct dl_value *v = &C->g->values[C->g->outputs[k]];
 		int64_t n = dl_shape_numel(&v->shape);
@@ -468,10 +472,11 @@ const struct verb verb_gradcheck = {
 	"\n"
 	"On a random batch (batch 2; inputs N(0, 1), a graph_conv adjacency\n"
 	"U(0, 1), int ids uniform below an embedding's num_embeddings, else 4),\n"
-	"compares the gradient a of L = sum(r * output), r fixed and random, with\n"
-	"respect to every parameter and every float input, with differences n\n"
-	"of L (in double) at K random elements of each (default 12), at steps H,\n"
-	"H/3, H/10, H/30, H/100 (H = 1e-2). A step that moves an element of a\n"
+	"compares the gradient a of L = sum(r * output) (plus auxiliary losses:\n"
+	"a mixture_of_experts' balance_loss), r fixed and random, with respect\n"
+	"to every parameter and every float input, with differences n of L (in\n"
+	"double) at K random elements of each (default 12), at steps H, H/3,\n"
+	"H/10, H/30, H/100 (H = 1e-2). A step that moves an element of a\n"
 	"relu-like op across its kink on one side uses the one-sided difference\n"
 	"of the other side; a step with kinks on both sides, or whose one-sided\n"
 	"differences disagree, is left out; an element with fewer than two steps\n"

@@ -223,8 +223,14 @@ static void log_json(struct run *R, const struct dl_epoch_report *e)
 	char loss[40], lr[40], vl[40], va[40];
 	shortest_real(loss, sizeof loss, e->loss);
 	shortest_real(lr, sizeof lr, e->lr);
-	fprintf(R->log, "{\"epoch\":%lld,\"step\":%lld,\"loss\":%s,\"lr\":%s",
-		(long long)e->epoch, (long long)e->step, loss, lr);
+	fprintf(R->log, "{\"epoch\":%lld,\"step\":%lld,\"loss\":%s",
+		(long long)e->epoch, (long long)e->step, loss);
+	if (e->has_balance) {
+		char bl[40];
+		shortest_real(bl, sizeof bl, e->balance_loss);
+		fprintf(R->log, ",\"balance_loss\":%s", bl);
+	}
+	fprintf(R->log, ",\"lr\":%s", lr);
 	if (e->has_val) {
 		shortest_real(vl, sizeof vl, e->val_loss);
 		fprintf(R->log, ",\"val_loss\":%s", vl);
@@ -253,9 +259,12 @@ static void on_batch(void *user, const struct dl_batch_report *b)
 	if (t - R->last_draw < 0.1)
 		return;
 	R->last_draw = t;
-	fprintf(stderr, "\r\033[Kepoch %lld/%lld  step %lld/%lld  loss %.4f  %.0f samples/s  ETA %.0fs",
+	fprintf(stderr, "\r\033[Kepoch %lld/%lld  step %lld/%lld  loss %.4f",
 		(long long)b->epoch + 1, R->c.epochs, (long long)b->batch, (long long)b->n_batches,
-		b->loss, b->rate, b->eta);
+		b->loss);
+	if (b->has_balance)
+		fprintf(stderr, "  balance_loss %.4f", b->balance_loss);
+	fprintf(stderr, "  %.0f samples/s  ETA %.0fs", b->rate, b->eta);
 	fflush(stderr);
 }
 
@@ -266,6 +275,8 @@ static void on_epoch(void *user, const struct dl_epoch_report *e)
 		fputs("\r\033[K", stderr);
 	if (R->c.progress != 0) {
 		fprintf(stderr, "epoch %lld/%lld: loss %.6f", (long long)e->epoch, R->c.epochs, e->loss);
+		if (e->has_balance)
+			fprintf(stderr, "  balance_loss %.6f", e->balance_loss);
 		if (e->has_val)
 			fprintf(stderr, "  val_loss %.6f", e->val_loss);
 		if (e->has_val && e->has_accuracy)
