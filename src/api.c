@@ -225,8 +225,10 @@ int dlrun_output_shape(const dlrun_model *m, int k, int64_t *dims, int max)
 		return DLRUN_EINPUT;
 	const struct dl_graph *g = m->g;
 	const struct dl_shape *s = &g->values[g->outputs[k]].shape;
+	if (!g->shapes_ready)
+		return -1;
 	for (int d = 1; d < s->ndim && d - 1 < max; d++)
-		dims[d - 1] = g->shapes_ready ? s->d[d] : -1;
+		dims[d - 1] = s->d[d];
 	return s->ndim - 1;
 }
 

@@ -80,7 +80,9 @@ const char *dlrun_input_name(const dlrun_model *m, int i);
 const char *dlrun_output_name(const dlrun_model *m, int k);
 int dlrun_input_shape(const dlrun_model *m, int i, int64_t *dims, int max);
 /* An output's per-sample shape is known once a batch ran (or when the
- * model has no symbolic sizes); -1 where it is not. */
+ * model has no symbolic sizes): before the first run of a model with
+ * symbolic sizes it returns -1 and writes nothing (the rank is not known
+ * yet either); DLRUN_EINPUT for no such output. */
 int dlrun_output_shape(const dlrun_model *m, int k, int64_t *dims, int max);
 
 /* Runs one batch (inference: dropout off, batch norm's running

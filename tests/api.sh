@@ -1,7 +1,8 @@
 #!/bin/sh
 # libdlrun through its public header (tests/api_test.c, linked against the
 # shared library): the same numbers as `dlrun infer`, two models on two
-# threads, errors as values, a training step; under valgrind with
+# threads, errors as values, a training step, output shapes and
+# dlrun_set_threads(m, 0); under valgrind with
 # DLRUN_VALGRIND=yes. Also builds examples/embed.c and runs it. Prints TAP.
 #
 # Environment: see tests/lib.sh; API_TEST and EMBED (the built programs).
@@ -59,6 +60,20 @@ t_train() {
 	expect_rc 0
 }
 check "training steps lower the loss; saved weights load in dlrun" t_train
+
+t_shapes() {
+	cat >"$tmp/sym.yaml" <<'YAML'
+inputs:
+  x: {shape: [T, 4]}
+layers:
+  - linear: {out_features: 3}
+YAML
+	run_dlrun init "$tmp/sym.yaml" -o "$tmp/sym.safetensors" --input-shape x=5,4
+	expect_rc 0
+	run_api shapes "$m/mlp.yaml" "$tmp/sym.yaml"
+	expect_rc 0
+}
+check "dlrun_output_shape before and after a run, fixed and symbolic; dlrun_set_threads(m, 0)" t_shapes
 
 t_embed() {
 	"$EMBED" "$m/mlp.yaml" "$m/mlp-input.txt" >"$tmp/embed.txt" 2>"$tmp/stderr"

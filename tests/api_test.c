@@ -7,6 +7,10 @@
  *   api_test errors MODEL            wrong shapes and counts are errors
  *                                    with messages, not crashes
  *   api_test train MODEL OUT         one SGD step, weights saved, reopened
+ *   api_test shapes MLP SYMBOLIC     dlrun_output_shape before and after a
+ *                                    run (SYMBOLIC: input [T, 4], output
+ *                                    [T, 3]); dlrun_set_threads(m, 0) gives
+ *                                    one thread's numbers
  * Exit 0 on success; failures print one line on stderr. */
 #include <pthread.h>
 #include <stdio.h>
@@ -212,6 +216,100 @@ static int cmd_train(const char *model, const char *out)
 	return 0;
 }
 
+/* The output's per-sample shape, as a string, "[4]" or "[-1, 3]". */
+static const char *out_shape(const dlrun_model *m, int k, char *buf, size_t size)
+{
+	int64_t d[DLRUN_MAX_DIMS];
+	int r = dlrun_output_shape(m, k, d, DLRUN_MAX_DIMS);
+	if (r < 0)
+		return "error";
+	size_t used = (size_t)snprintf(buf, size, "[");
+	for (int i = 0; i < r && used < size; i++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "",
+					 (long long)d[i]);
+	if (used < size)
+		snprintf(buf + used, size - used, "]");
+	return buf;
+}
+
+/* Runs m on n samples of a fixed ramp; returns the outputs (the caller
+ * frees them) and their count. */
+static float *run_ramp(dlrun_model *m, int64_t n, size_t *count)
+{
+	int64_t per[DLRUN_MAX_DIMS], D = 1;
+	int r = dlrun_input_shape(m, 0, per, DLRUN_MAX_DIMS);
+	for (int i = 0; i < r; i++)
+		D *= per[i];
+	float *x = malloc((size_t)(n * D) * sizeof *x);
+	for (int64_t i = 0; i < n * D; i++)
+		x[i] = (float)(i % 11) / 11.0f - 0.5f;
+	struct dlrun_tensor in = input_of(m, x, n * D), out = {0};
+	struct dlrun_error e;
+	if (dlrun_run(m, &in, 1, &out, 1, &e) != 0)
+		FAIL("run: %s", e.message);
+	*count = 1;
+	for (int i = 0; i < out.ndim; i++)
+		*count *= (size_t)out.dims[i];
+	float *y = malloc(*count * sizeof *y);
+	memcpy(y, out.data, *count * sizeof *y);
+	free(x);
+	return y;
+}
+
+static int cmd_shapes(const char *mlp, const char *sym)
+{
+	char b[128];
+	int64_t d[2] = {7, 7};
+	dlrun_model *m = open_or_die(mlp, NULL);
+	/* fixed sizes: known at once, and the same after a run */
+	if (strcmp(out_shape(m, 0, b, sizeof b), "[4]") != 0)
+		FAIL("mlp's output shape before a run: %s, expected [4]", b);
+	if (dlrun_output_shape(m, 1, d, 2) != DLRUN_EINPUT ||
+	    dlrun_output_shape(m, -1, d, 2) != DLRUN_EINPUT ||
+	    dlrun_output_shape(NULL, 0, d, 2) != DLRUN_EINPUT)
+		FAIL("dlrun_output_shape of no such output is not DLRUN_EINPUT");
+	if (dlrun_output_shape(m, 0, d, 0) != 1 || d[0] != 7)
+		FAIL("dlrun_output_shape with max 0 wrote a size or lost the rank");
+	/* 0 threads: all processors, the same numbers as one thread */
+	struct dlrun_error e;
+	if (dlrun_set_threads(m, 1, &e) != 0)
+		FAIL("dlrun_set_threads(m, 1): %s", e.message);
+	size_t n1, n0;
+	float *y1 = run_ramp(m, 5, &n1);
+	if (dlrun_set_threads(m, 0, &e) != 0 || e.code != 0)
+		FAIL("dlrun_set_threads(m, 0): %s", e.message);
+	float *y0 = run_ramp(m, 5, &n0);
+	if (n0 != n1 || memcmp(y0, y1, n0 * sizeof *y0) != 0)
+		FAIL("all processors give other numbers than one thread");
+	if (dlrun_set_threads(NULL, 0, &e) != DLRUN_EINPUT)
+		FAIL("dlrun_set_threads(NULL, 0) is not an error");
+	if (strcmp(out_shape(m, 0, b, sizeof b), "[4]") != 0)
+		FAIL("mlp's output shape after a run: %s, expected [4]", b);
+	printf("%s: output [4] before and after a run; 0 threads as 1\n", mlp);
+	free(y0);
+	free(y1);
+	dlrun_close(m);
+	/* a symbolic size: -1 until a batch ran, then the batch's */
+	m = open_or_die(sym, NULL);
+	d[0] = 7;
+	if (dlrun_output_shape(m, 0, d, 2) != -1 || d[0] != 7)
+		FAIL("symbolic output shape before a run: not -1 with nothing written");
+	int64_t per[DLRUN_MAX_DIMS];
+	if (dlrun_input_shape(m, 0, per, DLRUN_MAX_DIMS) != 2 || per[0] != -1 || per[1] != 4)
+		FAIL("symbolic input shape is not [-1, 4]");
+	float x[2 * 5 * 4];
+	for (int i = 0; i < 40; i++)
+		x[i] = (float)i / 40.0f;
+	struct dlrun_tensor in = {.data = x, .ndim = 3, .dims = {2, 5, 4}}, out = {0};
+	if (dlrun_run(m, &in, 1, &out, 1, &e) != 0)
+		FAIL("run: %s", e.message);
+	if (strcmp(out_shape(m, 0, b, sizeof b), "[5, 3]") != 0)
+		FAIL("symbolic output shape after a run with T = 5: %s, expected [5, 3]", b);
+	printf("%s: output not known before a run, [5, 3] after T = 5\n", sym);
+	dlrun_close(m);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "run") == 0)
@@ -222,6 +320,8 @@ int main(int argc, char **argv)
 		return cmd_errors(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "train") == 0)
 		return cmd_train(argv[2], argv[3]);
-	fprintf(stderr, "usage: api_test run|threads|errors|train ...\n");
+	if (argc == 4 && strcmp(argv[1], "shapes") == 0)
+		return cmd_shapes(argv[2], argv[3]);
+	fprintf(stderr, "usage: api_test run|threads|errors|train|shapes ...\n");
 	return 2;
 }

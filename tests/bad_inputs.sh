@@ -14,51 +14,8 @@
 
 bad=$srcdir/tests/bad
 models=$bad/models
-out=$tmp/out
 
-# t_bad STDIN NEEDLE... -- ARGS...: runs `dlrun infer ARGS -o $out/out.npy`
-# (without the -o when no_o is yes) with STDIN as its standard input and its
-# working directory in the empty $out; each NEEDLE must appear in the error
-# line.
-t_bad() {
-	_stdin=$1
-	shift
-	_needles=
-	while [ $# -gt 0 ] && [ "$1" != -- ]; do
-		_needles="$_needles$1
-"
-		shift
-	done
-	shift
-	rm -rf "$out"
-	mkdir "$out"
-	cd "$out" || return 1
-	if [ "${no_o:-}" = yes ]; then
-		run_dlrun infer "$@" <"$_stdin"
-	else
-		run_dlrun infer "$@" -o "$out/out.npy" <"$_stdin"
-	fi
-	cd - >/dev/null || return 1
-	expect_rc 2
-	expect_one_error_line
-	printf '%s' "$_needles" | while IFS= read -r _n; do
-		grep -F -e "$_n" "$tmp/stderr" >/dev/null ||
-			fail "the error line does not contain '$_n'"
-	done
-	[ -s "$tmp/stdout" ] && fail "stdout is not empty ($(wc -c <"$tmp/stdout") bytes)"
-	only_files "$out"
-	return 0
-}
-
-# bad_model FILE NEEDLE...: model FILE (under tests/bad/models) fails to load
-# with an error naming FILE and each NEEDLE (the first is LINE:COL:)
-bad_model() {
-	_f=$1
-	_loc=$2
-	shift 2
-	check "model $_f: $_loc $*" t_bad "$tmp/x4.npy" "$_f:$_loc" "$@" -- \
-		"$models/$_f" -w "$tmp/unused.safetensors"
-}
+# t_bad and bad_model: tests/lib.sh
 
 # Inputs every case can use.
 npy_f4 '(1, 4)' 1 2 3 4 >"$tmp/x4.npy"
@@ -71,6 +28,17 @@ npy_f4 '(1, 2)' 1 -1 >"$tmp/x2.npy"
 bad_model unclosed_bracket.yaml 4:1: "malformed YAML"
 bad_model bad_indent.yaml 6:6: "malformed YAML"
 bad_model tab.yaml 2:1: "malformed YAML"
+# layer_norm without its colon: the error is at its own line, however the
+# hyperparameters below or beside it are written
+bad_model layer_norm_no_colon.yaml 7:5: "'layer_norm' is missing its colon" \
+	"write 'layer_norm:'"
+bad_model layer_norm_no_colon_same_indent.yaml 5:5: "'layer_norm' is missing its colon"
+bad_model layer_norm_no_colon_flow_below.yaml 5:5: "'layer_norm' is missing its colon"
+bad_model layer_norm_no_colon_named.yaml 6:5: "'layer_norm' is missing its colon"
+bad_model layer_norm_semicolon.yaml 5:5: "'layer_norm' is missing its colon"
+bad_model layer_norm_no_colon_flow.yaml 5:5: "unknown op 'layer_norm {normalized_shape'" \
+	"'layer_norm' is missing its colon; write 'layer_norm: {...}'"
+bad_model layer_norm_no_colon_words.yaml 5:5: "'layer_norm' is missing its colon"
 
 # An empty file has no position; 1:1 or none are both fine.
 t_empty() {
@@ -387,7 +355,7 @@ bad_cli "missing input file" "no_such_input.npy" -- \
 	"$nmodel" -w "$nw" -i "$tmp/no_such_input.npy"
 bad_cli "-i with an unknown input name" "'nope'" -- \
 	"$nmodel" -w "$nw" -i "nope=$tmp/x3.npy"
-# (dlrun runs in $out, so a file 'nope=y.npy' would show up there)
+# (dlrun runs in $tmp/out, so a file 'nope=y.npy' would show up there)
 no_o=yes
 bad_cli "-o with an unknown output name" "'nope'" -- \
 	"$nmodel" -w "$nw" -o "nope=y.npy"

@@ -128,11 +128,7 @@ t_error() {
 	shift
 	run_dlrun "$@" </dev/null
 	expect_rc 2
-	expect_one_error_line
-	printf '%s' "$_needles" | while IFS= read -r _n; do
-		grep -F -e "$_n" "$tmp/stderr" >/dev/null ||
-			fail "the error line does not contain '$_n'"
-	done
+	expect_error_line "$_needles"
 	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
 	return 0
 }
@@ -237,6 +233,49 @@ check "summary --json models/mlp.yaml: \"params\":1732" t_summary_json "$mlp" 17
 check "summary tests/data/cli/small.yaml: total parameters: 67" t_summary "$cli/small.yaml" 67
 check "summary --json small.yaml: \"params\":67" t_summary_json "$cli/small.yaml" 67
 
+# each copy of a repeat labelled by its scope; every column aligned for
+# long names, long op names and long shapes
+t_summary_repeat() {
+	cat >"$tmp/rep.yaml" <<'YAML'
+inputs: {x: {shape: [6]}}
+blocks:
+  unit: [{name: proj, linear: {out_features: 6}}]
+layers:
+  - reshape: {shape: [1, 6]}
+  - transformer_encoder_layer: {d_model: 6, nhead: 2, dim_feedforward: 8}
+  - reshape: {shape: [6]}
+  - name: blocks
+    repeat:
+      times: 2
+      body:
+        - {name: fc, linear: {out_features: 6}}
+        - relu
+  - name: shared
+    repeat: {times: 2, use: unit}
+  - {name: a_rather_long_entry_name_for_the_output_projection, linear: {out_features: 24}}
+  - {name: re, reshape: {shape: [2, 1, 3, 1, 2, 1, 2]}}
+  - {name: ln, layer_norm: {normalized_shape: 2}}
+YAML
+	run_dlrun summary "$tmp/rep.yaml"
+	expect_rc 0
+	for _l in blocks.0.fc blocks.0.1 blocks.1.fc blocks.1.1 shared.0.proj shared.1.proj; do
+		grep -E "^ +$_l +" "$tmp/stdout" >/dev/null || fail "no row labelled $_l"
+	done
+	# the table: header and rows up to the blank line; the last column is
+	# right-aligned, so every line has one length, and each column starts
+	# where its header does
+	sed '/^$/q' "$tmp/stdout" | sed '$d' >"$tmp/table"
+	awk 'NR == 1 { n = length($0); op = index($0, "  op ") + 2; sh = index($0, "output shape")
+	             next }
+	     length($0) != n { print "line " NR " is " length($0) " wide, the header " n; bad = 1 }
+	     substr($0, op - 1, 1) != " " || substr($0, op, 1) == " " { print "op column off on line " NR; bad = 1 }
+	     substr($0, sh - 1, 1) != " " || substr($0, sh, 1) != "[" { print "shape column off on line " NR; bad = 1 }
+	     END { exit bad }' "$tmp/table" >"$tmp/align" ||
+		fail "$(head -n 3 "$tmp/align")"
+	return 0
+}
+check "summary: repeat copies labelled by scope, columns aligned" t_summary_repeat
+
 # ---- bench ----
 
 t_bench() {
@@ -266,6 +305,39 @@ t_bench_json() {
 }
 check "bench models/mlp.yaml: start-up, median, one row per entry" t_bench
 check "bench --json --train: the object of cli.md" t_bench_json
+
+# ---- -t/--threads: every verb that computes ----
+
+# threads_args VERB: the rest of a quick run of VERB
+threads_args() {
+	case $1 in
+	infer) echo "$mlp" ;;
+	train) echo "$srcdir/models/digits-mlp.yaml --data $srcdir/models/data/digits.npz --epochs 1 -o $tmp/thr.safetensors" ;;
+	bench) echo "$mlp --iterations 2" ;;
+	gradcheck) echo "$cli/small.yaml --samples 2" ;;
+	summary) echo "$mlp" ;;
+	esac
+}
+t_threads() {
+	run_dlrun "$1" --help
+	grep -E -e '-t, --threads N|--threads N' "$tmp/stdout" >/dev/null ||
+		fail "dlrun $1 --help does not name -t/--threads"
+	for _o in -t --threads; do
+		# word splitting of the arguments is intended
+		# shellcheck disable=SC2046
+		run_dlrun "$1" "$_o" 1 $(threads_args "$1") <"$srcdir/models/mlp-input.npy"
+		expect_rc 0
+	done
+	# shellcheck disable=SC2046
+	run_dlrun "$1" -t 0 $(threads_args "$1") </dev/null
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "$1: --threads takes an integer from 1 to 1024, got '0'"
+	return 0
+}
+for v in infer train bench gradcheck summary; do
+	check "dlrun $v takes -t/--threads N and says so in --help" t_threads "$v"
+done
 
 # ---- init ----
 
@@ -640,6 +712,31 @@ t_text_identity() {
 }
 check "text round trip through identity.yaml (%.9g)" t_text_identity
 check "infer: two inputs by -i NAME=PATH, by order, and on stdin" t_two_inputs
+
+# the other format than --format says: one line naming the flag that reads it
+t_wrong_format() {
+	run_dlrun infer "$mlp" --format text <"$srcdir/models/mlp-input.npy"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "stdin: a .npy array, not text"
+	expect_stderr_has "leave out --format text"
+	run_dlrun infer "$mlp" --format text -i "$srcdir/models/mlp-input.npy"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "mlp-input.npy: a .npy array, not text"
+	run_dlrun infer "$mlp" <"$srcdir/models/mlp-input.txt"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "stdin: text, not a .npy array (it starts with '#'); --format text reads it"
+	echo "1 2 3" >"$tmp/wf.txt"
+	run_dlrun infer "$mlp" -i "$tmp/wf.txt"
+	expect_rc 2
+	expect_one_error_line
+	expect_stderr_has "wf.txt: text, not a .npy array (it starts with '1'); --format text reads it"
+	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
+	return 0
+}
+check "infer: .npy given to --format text, text given to .npy: the flag that reads it" t_wrong_format
 
 for name in mlp small; do
 	if [ "$name" = mlp ] && [ ! -f "$mlp" ]; then

@@ -168,6 +168,35 @@ dlrun_cmd() {
 	fi
 }
 
+# ---- plain runs: without valgrind ----
+
+# run_plain ARGS...: run_dlrun without valgrind even when DLRUN_VALGRIND is
+# yes, for runs whose time a test checks (valgrind's slowdown would be
+# measured instead) or that evaluate a model hundreds of times (gradcheck);
+# the sanitizer build of CI still checks their memory
+run_plain() {
+	_rp_keep=$DLRUN_VALGRIND
+	DLRUN_VALGRIND=no
+	run_dlrun "$@"
+	DLRUN_VALGRIND=$_rp_keep
+}
+
+# plain_only WHAT: for a script that measures the dlrun process itself:
+# under valgrind, or when dlrun is a sanitizer build (./configure
+# --enable-sanitizers links libasan, whose shadow memory is resident too),
+# prints a TAP plan that skips the script ("WHAT means nothing ...") and
+# exits
+plain_only() {
+	if [ "$DLRUN_VALGRIND" = yes ]; then
+		echo "1..0 # SKIP $1 means nothing under valgrind"
+		exit 0
+	fi
+	if ldd "$DLRUN" 2>/dev/null | grep -q 'libasan'; then
+		echo "1..0 # SKIP $1 means nothing in a sanitizer build"
+		exit 0
+	fi
+}
+
 # expect_rc N: the last run exited N
 expect_rc() {
 	[ "$rc" = "$1" ] || fail "exit code $rc, expected $1"
@@ -192,6 +221,16 @@ expect_one_error_line() {
 	fi
 	head -n 1 "$tmp/stderr" | grep '^dlrun: ' >/dev/null ||
 		fail "stderr does not start with 'dlrun: '"
+}
+
+# expect_error_line NEEDLES: stderr is one 'dlrun: ' line holding each line
+# of NEEDLES (one fixed string per line)
+expect_error_line() {
+	expect_one_error_line
+	printf '%s' "$1" | while IFS= read -r _ee_n; do
+		grep -F -e "$_ee_n" "$tmp/stderr" >/dev/null ||
+			fail "the error line does not contain '$_ee_n'"
+	done
 }
 
 # ---- writing small binary files ----
@@ -315,4 +354,61 @@ only_files() {
 	_of_got=$(cd "$_of_d" && ls -A | LC_ALL=C sort)
 	[ "$_of_got" = "$_of_want" ] ||
 		fail "$_of_d holds [$(echo "$_of_got" | tr '\n' ' ')], expected [$(echo "$_of_want" | tr '\n' ' ')]"
+}
+
+# ---- bad models and inputs to `dlrun infer` ----
+
+# t_bad STDIN NEEDLE... -- ARGS...: runs `dlrun infer ARGS -o $tmp/out/out.npy`
+# (without the -o when no_o is yes) with STDIN as its standard input and its
+# working directory in the empty $tmp/out; passes when it exits 2 with one
+# 'dlrun: ' line holding each NEEDLE, nothing on stdout, and no file in
+# $tmp/out (neither the output nor a temporary file)
+t_bad() {
+	_tb_stdin=$1
+	shift
+	_tb_needles=
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		_tb_needles="$_tb_needles$1
+"
+		shift
+	done
+	shift
+	rm -rf "$tmp/out"
+	mkdir "$tmp/out"
+	cd "$tmp/out" || return 1
+	if [ "${no_o:-}" = yes ]; then
+		run_dlrun infer "$@" <"$_tb_stdin"
+	else
+		run_dlrun infer "$@" -o "$tmp/out/out.npy" <"$_tb_stdin"
+	fi
+	cd - >/dev/null || return 1
+	expect_rc 2
+	expect_error_line "$_tb_needles"
+	[ -s "$tmp/stdout" ] && fail "stdout is not empty ($(wc -c <"$tmp/stdout") bytes)"
+	only_files "$tmp/out"
+	return 0
+}
+
+# bad_model FILE [STDIN] LINE:COL: NEEDLE...: checks that model FILE (under
+# $models, by default tests/bad/models) fails to load in t_bad with an error
+# naming FILE:LINE:COL: and each NEEDLE; STDIN (default: a [1, 4] float32
+# array) is its input, and weights are not read
+bad_model() {
+	_bm_f=$1
+	shift
+	case $1 in
+	[0-9]*:[0-9]*:)
+		_bm_in=$tmp/x4.npy
+		[ -f "$_bm_in" ] || npy_f4 '(1, 4)' 1 2 3 4 >"$_bm_in"
+		;;
+	*)
+		_bm_in=$1
+		shift
+		;;
+	esac
+	_bm_loc=$1
+	shift
+	[ -f "$tmp/unused.safetensors" ] || : >"$tmp/unused.safetensors"
+	check "model $_bm_f: $_bm_loc $*" t_bad "$_bm_in" "$_bm_f:$_bm_loc" "$@" -- \
+		"${models:-$srcdir/tests/bad/models}/$_bm_f" -w "$tmp/unused.safetensors"
 }

@@ -11,16 +11,12 @@
 # shellcheck source=tests/lib.sh
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
-# elapsed CMD...: runs CMD, leaves its wall time in whole seconds in $secs.
-# The time is what these tests check, so CMD runs without valgrind (whose
-# slowdown would be measured instead); the sanitizer run covers its memory.
+# elapsed ARGS...: runs dlrun ARGS (run_plain: the time is what these tests
+# check), leaves its wall time in whole seconds in $secs.
 elapsed() {
-	_keep=$DLRUN_VALGRIND
-	DLRUN_VALGRIND=no
 	_t0=$(date +%s)
-	"$@"
+	run_plain "$@"
 	secs=$(($(date +%s) - _t0))
-	DLRUN_VALGRIND=$_keep
 }
 
 # refused NEEDLE... : the last run exited 2 with one error line holding
@@ -39,7 +35,7 @@ inputs: {x: {shape: [4]}}
 layers:
   - repeat: {times: 1000, body: [{repeat: {times: 1000, body: [relu]}}]}
 YAML
-	elapsed run_dlrun summary "$tmp/m.yaml"
+	elapsed summary "$tmp/m.yaml"
 	refused "m.yaml:3:21:" "more than 250000 entries"
 	[ "$secs" -le 5 ] || fail "took $secs s"
 }
@@ -55,14 +51,14 @@ t_laughs() {
 			echo "  - sequential: &a$i [$e, $e, $e, $e, $e, $e, $e, $e, $e, $e]"
 		done
 	} >"$tmp/m.yaml"
-	elapsed run_dlrun summary "$tmp/m.yaml"
+	elapsed summary "$tmp/m.yaml"
 	refused "m.yaml:" "more than 250000 entries"
 	[ "$secs" -le 30 ] || fail "took $secs s"
 }
 
 t_deep_yaml() {
 	awk 'BEGIN { for (i = 0; i < 100000; i++) printf "["; print "" }' >"$tmp/m.yaml"
-	elapsed run_dlrun summary "$tmp/m.yaml"
+	elapsed summary "$tmp/m.yaml"
 	refused "m.yaml:1:257:" "nested more than 256 deep"
 	[ "$secs" -le 2 ] || fail "took $secs s"
 }
@@ -153,7 +149,7 @@ inputs: {x: {shape: [4]}}
 layers:
   - repeat: {times: 100000, body: [{linear: {out_features: 4}}]}
 YAML
-	elapsed run_dlrun summary "$tmp/m.yaml"
+	elapsed summary "$tmp/m.yaml"
 	expect_rc 0
 	expect_stdout_has "planned memory:"
 	expect_stdout_has "training step:"

@@ -25,16 +25,7 @@ if [ ! -x "$time" ] || ! "$time" -v true >/dev/null 2>&1; then
 	echo "1..0 # SKIP $time (GNU time, with -v) is missing"
 	exit 0
 fi
-# AddressSanitizer's shadow memory is resident too (./configure
-# --enable-sanitizers links libasan)
-if ldd "$DLRUN" 2>/dev/null | grep -q 'libasan'; then
-	echo "1..0 # SKIP resident memory means nothing in a sanitizer build"
-	exit 0
-fi
-if [ "$DLRUN_VALGRIND" = yes ]; then
-	echo "1..0 # SKIP resident memory means nothing under valgrind"
-	exit 0
-fi
+plain_only "resident memory"
 
 MiB=1048576
 batch=8

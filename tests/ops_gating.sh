@@ -10,47 +10,8 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 models=$srcdir/tests/bad/models
-out=$tmp/out
 
-# t_bad STDIN NEEDLE... -- ARGS...: runs `dlrun infer ARGS -o $out/out.npy`
-# in the empty directory $out with STDIN; each NEEDLE must appear in the
-# error line
-t_bad() {
-	_stdin=$1
-	shift
-	_needles=
-	while [ $# -gt 0 ] && [ "$1" != -- ]; do
-		_needles="$_needles$1
-"
-		shift
-	done
-	shift
-	rm -rf "$out"
-	mkdir "$out"
-	cd "$out" || return 1
-	run_dlrun infer "$@" -o "$out/out.npy" <"$_stdin"
-	cd - >/dev/null || return 1
-	expect_rc 2
-	expect_one_error_line
-	printf '%s' "$_needles" | while IFS= read -r _n; do
-		grep -F -e "$_n" "$tmp/stderr" >/dev/null ||
-			fail "the error line does not contain '$_n'"
-	done
-	[ -s "$tmp/stdout" ] && fail "stdout is not empty ($(wc -c <"$tmp/stdout") bytes)"
-	only_files "$out"
-	return 0
-}
-
-# bad_model FILE STDIN LINE:COL: NEEDLE...: model FILE fails with an error
-# naming FILE:LINE:COL: and each NEEDLE
-bad_model() {
-	_f=$1
-	_in=$2
-	_loc=$3
-	shift 3
-	check "model $_f: $_loc $*" t_bad "$_in" "$_f:$_loc" "$@" -- \
-		"$models/$_f" -w "$tmp/unused.safetensors"
-}
+# t_bad and bad_model: tests/lib.sh
 
 : >"$tmp/unused.safetensors"
 npy_f4 '(1, 4)' 1 2 3 4 >"$tmp/x4.npy"

@@ -1,6 +1,7 @@
 /* The model file -> graph: top-level keys, entries in their three forms,
  * `name`/`in` wiring, composites expanded into op nodes with PyTorch's
  * nn.Sequential parameter scopes. Every error names file:line:col. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -904,6 +905,14 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 			const char *sug = dl_op_suggest(opname);
 			if (sug)
 				return lerr(L, key, "unknown op '%s'; did you mean '%s'?", opname, sug);
+			/* "layer_norm {normalized_shape: 4}" is the key
+			 * "layer_norm {normalized_shape": a colon left out */
+			size_t w = strcspn(opname, " \t{[;,.");
+			char first[64];
+			snprintf(first, sizeof first, "%.*s", (int)w, opname);
+			if (opname[w] && (dl_op_find(first) || is_composite(first)))
+				return lerr(L, key, "unknown op '%s': '%s' is missing its colon; "
+					    "write '%s: {...}'", opname, first, first);
 			return lerr(L, key, "unknown op '%s' (see 'dlrun ops')", opname);
 		}
 		L->g->rows[row].kind = op->name;
@@ -1531,9 +1540,99 @@ static int read_model(FILE *f, const char *path, char **buf, size_t *len,
 	return 0;
 }
 
-static int yaml_problem(yaml_parser_t *parser, const char *path, struct dl_error *err)
+/* Line `line` (0-based) of buf: its start and length, without the
+ * newline; -1 past the end. */
+static long line_at(const char *buf, size_t len, long line, size_t *start)
+{
+	size_t i = 0;
+	for (long l = 0; l < line; l++) {
+		const char *nl = memchr(buf + i, '\n', len - i);
+		if (!nl)
+			return -1;
+		i = (size_t)(nl - buf) + 1;
+	}
+	const char *nl = memchr(buf + i, '\n', len - i);
+	*start = i;
+	return (long)((nl ? (size_t)(nl - buf) : len) - i);
+}
+
+/* An op name missing its colon, with its hyperparameters on the lines
+ * below ("- layer_norm" then "    normalized_shape: 4"): libyaml reads the
+ * lines as one plain scalar and stops at the next line's colon. When the
+ * error's line continues (indented at least as far, not a "- " item) a
+ * line that is one bare word, that word is to blame: its line and column
+ * go to *wline and *wcol (1-based), the word to word. */
+static int missing_colon(const char *buf, size_t len, long eline, char *word,
+			 size_t size, int *wline, int *wcol)
+{
+	size_t st;
+	long n = line_at(buf, len, eline, &st);
+	if (n < 0)
+		return 0;
+	long ind = 0;
+	while (ind < n && buf[st + ind] == ' ')
+		ind++;
+	if (ind < n && buf[st + ind] == '-')
+		return 0;
+	for (long l = eline - 1; l >= 0; l--) {
+		long m = line_at(buf, len, l, &st);
+		const char *t = buf + st, *end = t + m;
+		while (end > t && (end[-1] == ' ' || end[-1] == '\r'))
+			end--;
+		const char *p = t;
+		while (p < end && (*p == ' ' || ((*p == '-') && p + 1 < end && p[1] == ' ')))
+			p++;
+		if (p == end || *p == '#')
+			continue;   /* blank or a comment: look further up */
+		const char *w = p;
+		while (p < end && (isalnum((unsigned char)*p) || *p == '_'))
+			p++;
+		if (p < end && (*p == ';' || *p == '.'))
+			p++;
+		if (p != end || w == end || !isalpha((unsigned char)*w) || ind < w - t)
+			return 0;
+		long wl = (long)(p - w) - (p[-1] == ';' || p[-1] == '.');
+		snprintf(word, size, "%.*s", (int)wl, w);
+		*wline = (int)l + 1;
+		*wcol = (int)(w - t) + 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* The word before the colon of the error's line is an op name: an entry
+ * whose "- " was left out, not a hyperparameter. */
+static int next_is_op(const char *buf, size_t len, const yaml_mark_t *m)
+{
+	size_t st;
+	long n = line_at(buf, len, (long)m->line, &st);
+	if (n < 0 || (long)m->column > n)
+		return 0;
+	const char *p = buf + st, *end = p + m->column;
+	while (p < end && (*p == ' ' || *p == '{'))
+		p++;
+	char word[64];
+	snprintf(word, sizeof word, "%.*s", (int)(end - p), p);
+	return dl_op_find(word) != NULL;
+}
+
+static int yaml_problem(yaml_parser_t *parser, const char *path, const char *buf,
+			size_t len, struct dl_error *err)
 {
 	const yaml_mark_t *m = parser->problem ? &parser->problem_mark : &parser->mark;
+	char word[64];
+	int wl, wc;
+	/* the first two inside the scalar; the last two after a comment,
+	 * which ends it */
+	if (parser->problem && (strstr(parser->problem, "mapping values are not allowed") ||
+				strstr(parser->problem, "could not find expected ':'") ||
+				strstr(parser->problem, "did not find expected '-' indicator") ||
+				strstr(parser->problem, "did not find expected key")) &&
+	    missing_colon(buf, len, (long)m->line, word, sizeof word, &wl, &wc) &&
+	    (dl_op_find(word) || is_composite(word)) && !next_is_op(buf, len, m))
+		return dl_error_set(err, DL_EINPUT, "%s:%d:%d: '%s' is missing its colon, so "
+				    "the lines below it are read as part of its name, not as "
+				    "its hyperparameters; write '%s:'", path, wl, wc, word, word);
 	return dl_error_set(err, DL_EINPUT, "%s:%d:%d: malformed YAML: %s%s%s",
 			    path, (int)m->line + 1, (int)m->column + 1,
 			    parser->problem ? parser->problem : "unreadable",
@@ -1554,7 +1653,7 @@ static int check_depth(const char *path, const char *buf, size_t len,
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	for (;;) {
 		if (!yaml_parser_parse(&parser, &ev)) {
-			rc = yaml_problem(&parser, path, err);
+			rc = yaml_problem(&parser, path, buf, len, err);
 			break;
 		}
 		yaml_event_type_t t = ev.type;
@@ -1621,7 +1720,7 @@ int dl_model_load_buffer(struct dl_graph **out, const char *path,
 	yaml_parser_initialize(&parser);
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&parser, &L.doc)) {
-		rc = yaml_problem(&parser, path, err);
+		rc = yaml_problem(&parser, path, buf, len, err);
 		yaml_parser_delete(&parser);
 		dl_graph_free(L.g);
 		return rc;

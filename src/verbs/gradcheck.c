@@ -1,4 +1,4 @@
-/* dlrun gradcheck: back-propagated gradients against central finite
+/* dlrun gradcheck: back-propagated gradients against finite
  * differences of L = sum(r * output) (plus auxiliary losses, such as
  * mixture_of_experts' balance_loss) for a fixed random r, accumulated in
  * double, on a small random batch; the worst relative error per entry. */
@@ -22,6 +22,7 @@ struct check {
 	uint64_t seed;
 	uint64_t sides;      /* hash of the side of every kink in the last
 	                      * forward */
+	double sigma;        /* the largest float32 noise of L found so far */
 };
 
 /* Ops whose derivative jumps where the output leaves the input (relu,
@@ -83,11 +84,13 @@ static double objective(struct check *C, int train, uint64_t *sides)
  * one side only uses the difference on the other side; with kinks on both
  * sides it is left out. A kink the hash cannot see (a max switching) makes
  * the two one-sided differences disagree: such a step is left out too.
- * Writes the estimates to est[] and returns how many there are. */
+ * Writes the estimates to est[], their noise (float32 rounding of L, sigma,
+ * over the step; for a central difference also the half-difference of its
+ * one-sided halves) to unc[], and returns how many there are. */
 #define N_STEPS 5
 #define N_EST N_STEPS
 
-static int numeric(struct check *C, float *x, double h, double scale,
+static int numeric(struct check *C, float *x, double h, double scale, double sigma,
 		   double est[N_EST], double unc[N_EST])
 {
 	static const double frac[N_STEPS] = {1, 1.0 / 3, 0.1, 1.0 / 30, 0.01};
@@ -107,10 +110,16 @@ static int numeric(struct check *C, float *x, double h, double scale,
 		double right = (up - f0) / hp, left = (f0 - down) / hm;
 		if (su != s0 && sd != s0)
 			continue;
-		if (su != s0 || sd != s0)
+		if (su != s0 || sd != s0) {
+			/* the smooth side's difference, with the float32 noise of
+			 * two evaluations over one step; its curvature error
+			 * shows in the estimates' spread over the steps */
+			unc[n] = M_SQRT2 * sigma / ht;
+			est[n++] = su != s0 ? left : right;
 			continue;
+		}
 		if (fabs(right - left) <= 0.5 * fmax(fmax(fabs(right), fabs(left)), scale)) {
-			unc[n] = fabs(right - left) / 2;
+			unc[n] = fmax(fabs(right - left) / 2, M_SQRT1_2 * sigma / ht);
 			est[n++] = (up - down) / (hp + hm);
 		}
 	}
@@ -131,6 +140,35 @@ static double excess(const struct worst *w)
 	return fmax(w->err - w->noise, 0);
 }
 
+/* The float32 noise of L when an element of x moves: at up to 8 elements,
+ * the second difference |L(x + d) - 2 L(x) + L(x - d)| at d = h/1000, where
+ * curvature adds nothing visible, is three evaluations' rounding; the
+ * largest, halved. Steps that cross a kink are passed over; when every one
+ * does, the largest noise found for an earlier tensor stands in. */
+static double float_noise(struct check *C, float *x, int64_t n, double h)
+{
+	struct dl_rng pick;
+	dl_rng_seed(&pick, C->seed + (uint64_t)n + 1);
+	double sigma = -1;
+	for (int s = 0; s < 8 && s < n; s++) {
+		float *e = &x[n <= 8 ? s : (int64_t)dl_rng_below(&pick, (uint64_t)n)];
+		float keep = *e;
+		uint64_t s0, su, sd;
+		double f0 = objective(C, 1, &s0);
+		*e = (float)(keep + h / 1000);
+		double up = objective(C, 1, &su);
+		*e = (float)(keep - h / 1000);
+		double down = objective(C, 1, &sd);
+		*e = keep;
+		if (su == s0 && sd == s0)
+			sigma = fmax(sigma, fabs(up - 2 * f0 + down) / 2);
+	}
+	if (sigma < 0)
+		return C->sigma;
+	C->sigma = fmax(C->sigma, sigma);
+	return sigma;
+}
+
 /* Compares up to `samples` elements of x (gradient ga) chosen at random;
  * `rows` elements per row of a parameter whose row `skip_row` has no
  * gradient by design (embedding's padding_idx; -1: none) are not drawn. */
@@ -141,12 +179,13 @@ static void compare(struct check *C, float *x, const float *ga, int64_t n, int s
 	dl_rng_seed(&pick, C->seed + (uint64_t)n);
 	int64_t avail = n - (skip_row >= 0 ? row : 0);
 	int done = 0;
+	double sigma = float_noise(C, x, n, h);
 	for (int64_t s = 0; done < samples && s < avail && s < 4 * (int64_t)samples; s++) {
 		int64_t j = avail <= samples ? s : (int64_t)dl_rng_below(&pick, (uint64_t)avail);
 		if (skip_row >= 0 && j >= skip_row * row)
 			j += row;
 		double a = ga[j], est[N_EST], unc[N_EST];
-		int k = numeric(C, &x[j], h, scale, est, unc);
+		int k = numeric(C, &x[j], h, scale, sigma, est, unc);
 		if (k < 2) {
 			w->skipped++;
 			continue;
@@ -160,16 +199,11 @@ static void compare(struct check *C, float *x, const float *ga, int64_t n, int s
 			lo = fmin(lo, est[t]);
 			hi = fmax(hi, est[t]);
 		}
-		/* a central difference's one-sided halves differ by its float32
-		 * noise and curvature: the least of these bounds the noise too */
-		double u = INFINITY;
-		for (int t = 0; t < k; t++)
-			if (unc[t] > 0)
-				u = fmin(u, unc[t]);
-		double noise = fmax((hi - lo) / 2, isfinite(u) ? u : 0);
+		/* and each estimate is as noisy as its own step says (unc) */
 		struct worst best = {INFINITY, 0, a, 0, j, 0};
 		for (int t = 0; t < k; t++) {
 			double den = fmax(fmax(fabs(a), fabs(est[t])), scale);
+			double noise = fmax((hi - lo) / 2, unc[t]);
 			struct worst c = {fabs(a - est[t]) / den, noise / den, a, est[t], j, 0};
 			if (excess(&c) < excess(&best) ||
 			    (excess(&c) == excess(&best) && c.err < best.err))
@@ -184,10 +218,14 @@ static void compare(struct check *C, float *x, const float *ga, int64_t n, int s
 
 static void print_row(const char *key, const char *op, const struct worst *w)
 {
-	printf("%-28s %-18s %10.3e %10.3e %14.6g %14.6g", key, op, w->err, w->noise,
-	       w->analytic, w->numeric);
+	if (w->at < 0)   /* nothing compared: no numbers to show */
+		printf("%-28s %-18s %10s %10s %14s %14s", key, op, "-", "-", "-", "-");
+	else
+		printf("%-28s %-18s %10.3e %10.3e %14.6g %14.6g", key, op, w->err, w->noise,
+		       w->analytic, w->numeric);
 	if (w->skipped)
-		printf("  (%d at a kink, skipped)", w->skipped);
+		printf("  (%d at a kink, skipped%s)", w->skipped,
+		       w->at < 0 ? "; none compared" : "");
 }
 
 /* The id range an int input's consumers accept: embedding's
@@ -228,10 +266,11 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 		{"step", required_argument, NULL, 'E'},
 		{"samples", required_argument, NULL, 'n'},
 		{"ignore-extra", no_argument, NULL, 'X'},
+		{"threads", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *wflag = NULL, *model = NULL;
+	const char *wflag = NULL, *model = NULL, *threads = NULL;
 	long long seed = 0, batch = 2, samples = 12;
 	double tol = 1e-2, h = 1e-2;
 	int rc = 0, ch, n_specs = 0, ignore_extra = 0;
@@ -239,13 +278,16 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 	if (!specs)
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	opterr = 0;
-	while (rc == 0 && (ch = getopt_long(argc, argv, ":w:s:b:h", opts, NULL)) != -1) {
+	while (rc == 0 && (ch = getopt_long(argc, argv, ":w:s:b:t:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'w':
 			wflag = optarg;
 			break;
 		case 'X':
 			ignore_extra = 1;
+			break;
+		case 't':
+			threads = optarg;
 			break;
 		case 's':
 			rc = verb_int("gradcheck", "--seed", optarg, 0, INT64_MAX, &seed, err);
@@ -278,6 +320,11 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 	struct check C;
 	memset(&C, 0, sizeof C);
 	C.seed = (uint64_t)seed;
+	/* one thread by default: a sum shared among threads may round
+	 * otherwise, and L's differences are of that order, so the numbers
+	 * would depend on the machine */
+	if (rc == 0)
+		rc = verb_threads("gradcheck", threads ? threads : "1", err);
 	if (rc == 0)
 		rc = verb_model_arg("gradcheck", argc, argv, &model, err);
 	if (rc == 0)
@@ -421,24 +468,31 @@ const struct verb verb_gradcheck = {
 	"check back-propagated gradients against finite differences",
 	"usage: dlrun gradcheck MODEL.yaml [-w WEIGHTS] [--seed S] [--batch-size N]\n"
 	"                      [--input-shape NAME=d,d...] [--tolerance T] [--step H]\n"
-	"                      [--samples K]\n"
+	"                      [--samples K] [--threads N]\n"
 	"\n"
 	"On a random batch (batch 2; inputs N(0, 1), a graph_conv adjacency\n"
 	"U(0, 1), int ids uniform below an embedding's num_embeddings, else 4),\n"
 	"compares the gradient a of L = sum(r * output) (plus auxiliary losses:\n"
-	"a mixture_of_experts' balance_loss), r fixed and random, with\n"
-	"respect to every parameter and every float input, with central\n"
-	"differences n of L (in double) at K random elements of each (default 12),\n"
-	"at steps H, H/3, H/10, H/30, H/100 (H = 1e-2). A step that moves any\n"
-	"element of a relu-like op across its kink, or whose one-sided\n"
+	"a mixture_of_experts' balance_loss), r fixed and random, with respect\n"
+	"to every parameter and every float input, with differences n of L (in\n"
+	"double) at K random elements of each (default 12), at steps H, H/3,\n"
+	"H/10, H/30, H/100 (H = 1e-2). A step that moves an element of a\n"
+	"relu-like op across its kink on one side uses the one-sided difference\n"
+	"of the other side; a step with kinks on both sides, or whose one-sided\n"
 	"differences disagree, is left out; an element with fewer than two steps\n"
 	"left is skipped, counted, and replaced. Embedding's padding_idx row (no\n"
 	"gradient by design) is skipped and said so. Per parameter and input it\n"
 	"prints the relative error e = |a - n| / max(|a|, |n|, 1e-2 * the largest\n"
-	"gradient), n the estimate nearest a, and the noise s: the larger of the\n"
-	"estimates' half-spread and the least half-difference of a step's two\n"
-	"one-sided differences, on the same scale. Exits 1 when e - s exceeds the\n"
+	"gradient), n the estimate nearest a beyond its noise, and the noise s\n"
+	"on the same scale: the larger of the estimates' half-spread and n's own\n"
+	"noise: for a central difference at step h the larger of its one-sided\n"
+	"halves' half-difference and sigma/(h sqrt 2), for a one-sided one\n"
+	"sigma sqrt 2/h; sigma, the float32 noise of L, is half the largest\n"
+	"|L(x+d) - 2 L(x) + L(x-d)| at d = H/1000 over up to 8 elements of the\n"
+	"tensor (without a kink). Exits 1 when e - s exceeds the\n"
 	"tolerance (default 1e-2). Dropout uses the same mask in every evaluation.\n"
-	"--ignore-extra skips (and counts) keys of WEIGHTS the model does not use.\n",
+	"--ignore-extra skips (and counts) keys of WEIGHTS the model does not use.\n"
+	"-t, --threads N sets the BLAS and op threads (default 1, so that the\n"
+	"numbers do not depend on the machine).\n",
 	gradcheck_main,
 };

@@ -18,6 +18,7 @@ struct source {
 	int owned;
 	struct dl_text_reader text;
 	int text_ready;
+	int looked;              /* its first byte checked against --format */
 };
 
 struct sink {
@@ -378,6 +379,33 @@ static int write_outputs(struct infer *I, struct dl_error *err)
 	return 0;
 }
 
+/* The first byte of a source against --format: a .npy array fed to text
+ * and text fed to .npy are named, with the flag that reads them. The byte
+ * is put back (one byte of push-back works on a pipe too). */
+static int check_format(struct infer *I, struct source *s, struct dl_error *err)
+{
+	if (s->looked)
+		return 0;
+	s->looked = 1;
+	int c = getc(s->f);
+	if (c == EOF)
+		return 0;
+	ungetc(c, s->f);
+	if (I->text && c == 0x93)
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: a .npy array, not text (it starts with \\x93NUMPY); "
+				    "leave out --format text (or give --format npy) to read it",
+				    src_name(s));
+	if (!I->text && c != 0x93 && (strchr("0123456789+-.#,", c) || c == ' ' ||
+				      c == '\t' || c == '\n' || c == '\r'))
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: text, not a .npy array (it starts with '%s'); "
+				    "--format text reads it",
+				    src_name(s), c == '\n' || c == '\r' ? "\\n"
+				    : c == '\t' ? "\\t" : (char[]){(char)c, 0});
+	return 0;
+}
+
 /* Reads one step of npy arrays; returns 1, 0 at the end, or an error. */
 static int read_npy_step(struct infer *I, struct dl_error *err)
 {
@@ -385,7 +413,9 @@ static int read_npy_step(struct infer *I, struct dl_error *err)
 	for (int i = 0; i < g->n_inputs; i++) {
 		struct source *s = &I->src[I->src_of[i]];
 		struct dl_npy_header h;
-		int rc = dl_npy_read_header(s->f, src_name(s), &h, err);
+		int rc = check_format(I, s, err);
+		if (rc == 0)
+			rc = dl_npy_read_header(s->f, src_name(s), &h, err);
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
@@ -471,7 +501,9 @@ static int read_text_step(struct infer *I, struct dl_error *err)
 			width = 0; /* set from the first row */
 		/* room for `want` rows; symbolic widths grow the buffer first */
 		int64_t cap = width > 0 ? width * want : 1 << 16;
-		int rc = grow_floats(&I->in_data[i], &I->in_cap[i], cap, err);
+		int rc = check_format(I, s, err);
+		if (rc == 0)
+			rc = grow_floats(&I->in_data[i], &I->in_cap[i], cap, err);
 		if (rc)
 			return rc;
 		/* cap_values is the most values one row may hold */

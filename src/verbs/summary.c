@@ -135,34 +135,68 @@ static void print_weight_problems(struct dl_graph *g, const char *path,
 	free(p);
 }
 
-static void print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
+/* The rows' labels into label[]: the entry's own scope, but the full scope
+ * for an entry of a repeat's copy (blocks.0.fc, blocks.1.fc), whose own
+ * scopes repeat. The parent of a row is the nearest row above it that is
+ * less deep: a stack of those, so 100,000 rows take one pass. */
+static void row_labels(const struct dl_graph *g, const char **label, int *stack)
 {
-	char shape[256], label[320];
-	int width = 5;
+	int top = 0;
 	for (int r = 0; r < g->n_rows; r++) {
-		int w = 2 * g->rows[r].depth + (int)strlen(g->rows[r].label);
-		if (w > width)
-			width = w;
+		const struct dl_row *row = &g->rows[r];
+		while (top > 0 && g->rows[stack[top - 1]].depth >= row->depth)
+			top--;
+		label[r] = top > 0 && strcmp(g->rows[stack[top - 1]].kind, "repeat") == 0
+			? row->scope : row->label;
+		stack[top++] = r;
 	}
-	if (width > 40)
-		width = 40;
-	int sw = 20;   /* wider for the shapes of an entry with several outputs */
-	for (int r = 0; r < g->n_rows; r++) {
-		row_shape(g, &g->rows[r], shape, sizeof shape);
-		if ((int)strlen(shape) > sw && strlen(shape) <= 60)
-			sw = (int)strlen(shape);
+}
+
+static int digits(int64_t v)
+{
+	char b[32];
+	return snprintf(b, sizeof b, "%lld", (long long)v);
+}
+
+static int print_table(const struct dl_graph *g, int64_t batch, size_t train_bytes)
+{
+	char shape[256];
+	const char **label = malloc(((size_t)g->n_rows + 1) * sizeof *label);
+	int *stack = malloc(((size_t)g->n_rows + 1) * sizeof *stack);
+	if (!label || !stack) {
+		free(label);
+		free(stack);
+		return -1;
 	}
-	printf("%-*s  %-20s %-*s %12s %14s %12s\n", width, "entry", "op",
-	       sw, "output shape", "params", "mult-adds", "act. bytes");
+	row_labels(g, label, stack);
+	free(stack);
+	/* every column as wide as its widest cell (at least the usual width),
+	 * so long names, ops and shapes keep the table aligned */
+	int width = 5, ow = 20, sw = 20, pw = 12, mw = 14, aw = 12;
 	for (int r = 0; r < g->n_rows; r++) {
 		const struct dl_row *row = &g->rows[r];
 		struct totals t = row_totals(g, row);
 		int64_t floats = row_shape(g, row, shape, sizeof shape);
-		snprintf(label, sizeof label, "%*s%s", 2 * row->depth, "", row->label);
-		printf("%-*s  %-20s %-*s %12lld %14lld %12lld\n", width, label, row->kind,
-		       sw, shape, (long long)t.params, (long long)t.macs,
+		int w = 2 * row->depth + (int)strlen(label[r]);
+		width = w > width ? w : width;
+		ow = (int)strlen(row->kind) > ow ? (int)strlen(row->kind) : ow;
+		sw = (int)strlen(shape) > sw ? (int)strlen(shape) : sw;
+		pw = digits(t.params) > pw ? digits(t.params) : pw;
+		mw = digits(t.macs) > mw ? digits(t.macs) : mw;
+		aw = digits(floats * 4) > aw ? digits(floats * 4) : aw;
+	}
+	printf("%-*s  %-*s %-*s %*s %*s %*s\n", width, "entry", ow, "op", sw,
+	       "output shape", pw, "params", mw, "mult-adds", aw, "act. bytes");
+	for (int r = 0; r < g->n_rows; r++) {
+		const struct dl_row *row = &g->rows[r];
+		struct totals t = row_totals(g, row);
+		int64_t floats = row_shape(g, row, shape, sizeof shape);
+		printf("%*s%-*s  %-*s %-*s %*lld %*lld %*lld\n", 2 * row->depth, "",
+		       width - 2 * row->depth, label[r], ow, row->kind, sw, shape,
+		       pw, (long long)t.params, mw, (long long)t.macs, aw,
 		       (long long)(floats * 4));
 	}
+	free(label);
 	int64_t buffers, params = dl_model_count_params(g, &buffers);
 	int64_t macs = 0;
 	for (int i = 0; i < g->n_nodes; i++)
@@ -191,6 +225,7 @@ static void print_table(const struct dl_graph *g, int64_t batch, size_t train_by
 		printf("training step:    %s activations and gradients (batch %lld)\n", tb,
 		       (long long)batch);
 	}
+	return 0;
 }
 
 static int summary_main(int argc, char **argv, struct dl_error *err)
@@ -201,23 +236,27 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		{"batch-size", required_argument, NULL, 'b'},
 		{"json", no_argument, NULL, 'j'},
 		{"ignore-extra", no_argument, NULL, 'X'},
+		{"threads", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	const char *wflag = NULL, *model = NULL;
+	const char *wflag = NULL, *model = NULL, *threads = NULL;
 	long long batch = 1;
 	int json = 0, rc = 0, c, n_specs = 0, ignore_extra = 0;
 	char **specs = calloc((size_t)argc + 1, sizeof *specs);
 	if (!specs)
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	opterr = 0;
-	while (rc == 0 && (c = getopt_long(argc, argv, ":w:b:h", opts, NULL)) != -1) {
+	while (rc == 0 && (c = getopt_long(argc, argv, ":w:b:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
 			wflag = optarg;
 			break;
 		case 'X':
 			ignore_extra = 1;
+			break;
+		case 't':
+			threads = optarg;
 			break;
 		case 'I':
 			specs[n_specs++] = optarg;
@@ -237,6 +276,9 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 		}
 	}
 	struct dl_graph *g = NULL;
+	/* the plan's workspace holds one slot per thread */
+	if (rc == 0)
+		rc = verb_threads("summary", threads, err);
 	if (rc == 0)
 		rc = verb_model_arg("summary", argc, argv, &model, err);
 	if (rc == 0)
@@ -263,10 +305,8 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_graph_plan(g, 0, err);
 	if (rc == 0) {
-		if (json && print_json(g, batch, train_bytes) != 0)
+		if (json ? print_json(g, batch, train_bytes) != 0 : print_table(g, batch, train_bytes) != 0)
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
-		if (!json)
-			print_table(g, batch, train_bytes);
 		if (fflush(stdout) != 0)
 			rc = dl_error_set(err, DL_ERUN, "stdout: write failed");
 	}
@@ -279,7 +319,7 @@ const struct verb verb_summary = {
 	"summary",
 	"print a table of entries, shapes, parameters and memory",
 	"usage: dlrun summary MODEL.yaml [-w WEIGHTS] [--input-shape NAME=d,d...]\n"
-	"                    [--batch-size N] [--json]\n"
+	"                    [--batch-size N] [--threads N] [--json]\n"
 	"\n"
 	"One row per entry (nested entries indented): scope, op, output shape,\n"
 	"parameters, multiply-adds and activation bytes; then the totals, the\n"
@@ -290,6 +330,8 @@ const struct verb verb_summary = {
 	"      --ignore-extra     with -w: skip (and count) keys the model does not use\n"
 	"      --input-shape NAME=d1,d2,...  per-sample sizes for symbolic inputs\n"
 	"  -b, --batch-size N     batch for shapes and counts (default 1)\n"
+	"  -t, --threads N        threads the plan is for: the workspace holds one\n"
+	"                         slot per thread (default: all cores, as infer)\n"
 	"      --json             one JSON object instead of the table\n"
 	"  -h, --help             this help\n",
 	summary_main,

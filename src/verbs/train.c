@@ -630,7 +630,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"weights", required_argument, NULL, 'w'}, {"output", required_argument, NULL, 'o'},
 		{"checkpoint", required_argument, NULL, 0}, {"checkpoint-every", required_argument, NULL, 0},
 		{"resume", required_argument, NULL, 0}, {"log", required_argument, NULL, 0},
-		{"threads", required_argument, NULL, 0}, {"progress", no_argument, NULL, 'P'},
+		{"threads", required_argument, NULL, 't'}, {"progress", no_argument, NULL, 'P'},
 		{"max-memory", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"sync-batch-norm", no_argument, NULL, 'B'},
@@ -648,7 +648,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	const char *model = NULL;
 	int rc = 0, ch, idx;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":w:o:qh", opts, &idx)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":w:o:t:qh", opts, &idx)) != -1) {
 		if (ch == 'h') {
 			verb_usage(&verb_train);
 			return 0;
@@ -662,7 +662,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		return rc;
 	rc = apply_model_defaults(c, R.g, err);
 	optind = 0;
-	while (rc == 0 && (ch = getopt_long(argc, argv, ":w:o:qh", opts, &idx)) != -1) {
+	while (rc == 0 && (ch = getopt_long(argc, argv, ":w:o:t:qh", opts, &idx)) != -1) {
 		switch (ch) {
 		case 0:
 			rc = set_option(c, opts[idx].name, optarg, "train: ", err);
@@ -672,6 +672,9 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 			break;
 		case 'o':
 			c->out = optarg;
+			break;
+		case 't':
+			c->threads = optarg;
 			break;
 		case 'N':
 			c->nesterov = 1;
@@ -779,7 +782,8 @@ const struct verb verb_train = {
 	"          --ignore-extra (skip, and count, keys of INIT the model does not use)\n"
 	"          --checkpoint PATH --checkpoint-every STEPS, --resume PATH\n"
 	"          --log PATH (JSON lines, one per epoch)\n"
-	"Other:    --threads N, --progress | --no-progress | -q\n"
+	"Other:    -t, --threads N (BLAS and op threads; default: all cores)\n"
+	"          --progress | --no-progress | -q\n"
 	"          --max-memory SIZE (refuse a bigger plan; default 80% of RAM)\n"
 	"Several processes: mpirun -np K dlrun train ... (built with MPI):\n"
 	"          --batch-size is the global batch; --sync-batch-norm;\n"
