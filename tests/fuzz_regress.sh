@@ -48,6 +48,7 @@ replay() {
 	text) run_dlrun infer "$d/m.yaml" --format text -o "$d/out.txt" <"$2" ;;
 	safetensors) run_dlrun infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
 	npz) run_dlrun train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
+	onnx) run_dlrun import "$2" -o "$d/onnx/m.yaml" ;;
 	infer)
 		if [ "$(head -c 1 "$2" | od -An -tu1 | tr -d ' ')" = 147 ]; then
 			run_dlrun infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
@@ -59,9 +60,20 @@ replay() {
 	clean
 }
 
-for target in model npy text safetensors npz infer; do
+# dlrun import, into a directory of its own (when built with ONNX import)
+mkdir "$d/onnx"
+onnx=
+if "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null; then
+	onnx=onnx
+fi
+
+for target in model npy text safetensors npz infer onnx; do
 	for f in "$fz/corpus/$target"/* "$fz/regress/$target"/*; do
 		[ -f "$f" ] || continue
+		if [ "$target" = onnx ] && [ -z "$onnx" ]; then
+			skip "$target: ${f#"$fz"/}" "dlrun was built without ONNX import"
+			continue
+		fi
 		check "$target: ${f#"$fz"/}" replay "$target" "$f"
 	done
 done

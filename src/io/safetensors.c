@@ -250,6 +250,9 @@ out:
 	return rc;
 }
 
+static int check_file(struct dl_safetensors *st, const unsigned char *p,
+		      struct dl_error *err);
+
 int dl_st_open(struct dl_safetensors *st, const char *path,
 	       struct dl_error *err)
 {
@@ -286,7 +289,32 @@ int dl_st_open(struct dl_safetensors *st, const char *path,
 		dl_st_close(st);
 		return rc;
 	}
-	const unsigned char *p = st->map;
+	return check_file(st, st->map, err);
+}
+
+int dl_st_open_buffer(struct dl_safetensors *st, const char *path,
+		      const void *buf, size_t size, struct dl_error *err)
+{
+	memset(st, 0, sizeof *st);
+	if (!(st->path = strdup(path)))
+		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
+	if (size < 8) {
+		int rc = dl_error_set(err, DL_EINPUT, "%s: %zu bytes is too short for "
+				      "a safetensors file (truncated?)", path, size);
+		dl_st_close(st);
+		return rc;
+	}
+	st->size = size;
+	return check_file(st, buf, err);
+}
+
+/* The header of the st->size bytes at p, checked; st->data set. Closes
+ * st on error. */
+static int check_file(struct dl_safetensors *st, const unsigned char *p,
+		      struct dl_error *err)
+{
+	const char *path = st->path;
+	int rc = 0;
 	uint64_t n = 0;
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | p[i];
