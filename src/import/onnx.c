@@ -198,6 +198,16 @@ static struct val *new_val(struct imp *im, const char *name, int kind)
 	return v;
 }
 
+/* A folded value as an integer: out of range (or NaN) saturates to
+ * +-2^53, which every size and index check then refuses. */
+static int64_t to_i64(double x)
+{
+	const double big = 9007199254740992.0;   /* 2^53 */
+	if (!(x > -big))
+		return -(int64_t)big;
+	return x < big ? (int64_t)x : (int64_t)big;
+}
+
 static int64_t numel_of(int rank, const int64_t *dims)
 {
 	int64_t n = 1;
@@ -721,7 +731,7 @@ static int const_ints(struct ctx *c, int k, const char *what, int64_t *out,
 	for (int64_t i = 0; i < v->numel; i++) {
 		if (v->d[i] == DYN)
 			return nerr(c->im, c->n, "%s depends on the batch size, a shape that cannot be folded", what);
-		out[i] = (int64_t)v->d[i];
+		out[i] = to_i64(v->d[i]);
 	}
 	*count = (int)v->numel;
 	return 0;
@@ -1976,7 +1986,7 @@ static int m_reshape(struct ctx *c)
 		int64_t d[MAXR], known = 1;
 		int neg = -1;
 		for (int i = 0; i < r; i++) {
-			d[i] = (int64_t)s->d[i];
+			d[i] = to_i64(s->d[i]);
 			if (d[i] == 0 && !allowzero)
 				d[i] = i < x->rank ? x->dims[i] : 0;
 			if (d[i] == -1)
@@ -2029,12 +2039,12 @@ static int m_reshape(struct ctx *c)
 				d[0] = -2;   /* the batch when the rest is whole samples */
 			else
 				return nerr(im, c->n, "target shape %s changes the batch dimension, which dlrun keeps first",
-					    ilist((int64_t[]){(int64_t)v}, 1));
+					    ilist((int64_t[]){to_i64(v)}, 1));
 			continue;
 		}
 		if (v == DYN)
 			return nerr(im, c->n, "the batch size inside the target shape (dimension %d): a shape that cannot be folded", i);
-		d[i] = (int64_t)v;
+		d[i] = to_i64(v);
 		if (d[i] == 0 && !allowzero) {
 			if (i >= x->rank)
 				return nerr(im, c->n, "target shape copies dimension %d the input does not have", i);
@@ -2529,12 +2539,12 @@ static int m_gather(struct ctx *c)
 		int64_t L = x->dims[ax], k = 0;
 		for (int64_t q = 0; q < outer; q++)
 			for (int64_t j = 0; j < idx->numel; j++) {
-				int64_t i = (int64_t)idx->d[j];
+				int64_t i = to_i64(idx->d[j]);
 				if (i < 0)
 					i += L;
 				if (i < 0 || i >= L)
 					return nerr(im, c->n, "index %lld out of range for size %lld",
-						    (long long)idx->d[j], (long long)L);
+						    (long long)to_i64(idx->d[j]), (long long)L);
 				memcpy(o->d + k, x->d + (q * L + i) * inner, (size_t)inner * sizeof *o->d);
 				k += inner;
 			}
@@ -2574,11 +2584,11 @@ static int m_gather(struct ctx *c)
 	if (idx->numel != 1)
 		return nerr(im, c->n, "a gather of %lld indices from data: dlrun slices one index at a time",
 			    (long long)idx->numel);
-	int64_t i = (int64_t)idx->d[0];
+	int64_t i = to_i64(idx->d[0]);
 	if (i < 0)
 		i += x->dims[ax];
 	if (i < 0 || i >= x->dims[ax])
-		return nerr(im, c->n, "index %lld out of range for size %lld", (long long)idx->d[0],
+		return nerr(im, c->n, "index %lld out of range for size %lld", (long long)to_i64(idx->d[0]),
 			    (long long)x->dims[ax]);
 	struct val *o = out_val(c, 0, V_RT);
 	if (!o)
@@ -3016,7 +3026,7 @@ static int m_constant_of_shape(struct ctx *c)
 	for (int i = 0; i < n; i++) {
 		/* zeros the size of the batch: an RNN's initial state */
 		dynzero |= sv->d[i] == DYN;
-		d[i] = sv->d[i] == DYN ? 1 : (int64_t)sv->d[i];
+		d[i] = sv->d[i] == DYN ? 1 : to_i64(sv->d[i]);
 	}
 	const Onnx__AttributeProto *a = attr(c->n, "value");
 	struct val *v = NULL;
