@@ -40,20 +40,28 @@ clean() {
 	esac
 }
 
+# run_dlrun within $answer_timeout seconds: a hang fails as exit 124
+run_bounded() {
+	last_cmd="dlrun $*"
+	# shellcheck disable=SC2046 # dlrun_cmd's words are the prefix
+	timeout "$answer_timeout" $(dlrun_cmd) "$DLRUN" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	rc=$?
+}
+
 # replay TARGET FILE
 replay() {
 	case $1 in
-	model) run_dlrun summary "$2" ;;
-	npy) run_dlrun infer "$d/any.yaml" -o "$d/out.npy" <"$2" ;;
-	text) run_dlrun infer "$d/m.yaml" --format text -o "$d/out.txt" <"$2" ;;
-	safetensors) run_dlrun infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
-	npz) run_dlrun train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
-	onnx) run_dlrun import "$2" -o "$d/onnx/m.yaml" ;;
+	model) run_bounded summary "$2" ;;
+	npy) run_bounded infer "$d/any.yaml" -o "$d/out.npy" <"$2" ;;
+	text) run_bounded infer "$d/m.yaml" --format text -o "$d/out.txt" <"$2" ;;
+	safetensors) run_bounded infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
+	npz) run_bounded train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
+	onnx) run_bounded import "$2" -o "$d/onnx/m.yaml" ;;
 	infer)
 		if [ "$(head -c 1 "$2" | od -An -tu1 | tr -d ' ')" = 147 ]; then
-			run_dlrun infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
+			run_bounded infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
 		else
-			run_dlrun infer "$d/m.yaml" --format text --batch-size 3 \
+			run_bounded infer "$d/m.yaml" --format text --batch-size 3 \
 				-o "$d/out.txt" <"$2"
 		fi ;;
 	esac
