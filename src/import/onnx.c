@@ -1164,7 +1164,8 @@ static int fuse_bias(struct ctx *c, struct val *x, struct val *b)
 		for (size_t k = 0; k < c->im->g->node[i]->n_input; k++)
 			uses += strcmp(c->im->g->node[i]->input[k], x->name) == 0;
 	for (size_t i = 0; i < c->im->g->n_output; i++)
-		uses += strcmp(c->im->g->output[i]->name, x->name) == 0;
+		uses += c->im->g->output[i]->name &&
+			strcmp(c->im->g->output[i]->name, x->name) == 0;
 	if (uses != 1)
 		return 0;
 	char *p = strstr(e->hp, ", bias: false");

@@ -376,10 +376,11 @@ static int read_as(const struct dl_safetensors *st, int i, void *dst,
 		dl_dtype_to_f32((enum dl_dtype)t->dtype, src, (size_t)t->numel, dst);
 	/* Once copied, the mapped pages are let go: they would stay resident
 	 * beside the copy, the weights held twice (a page shared with the
-	 * next tensor is read again from the page cache). */
+	 * next tensor is read again from the page cache). Only for a mapped
+	 * file: on dl_st_open_buffer's heap bytes it would zero the pages. */
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	uintptr_t lo = (uintptr_t)src / page * page, hi = (uintptr_t)(src + t->nbytes);
-	if (t->nbytes)
+	if (t->nbytes && st->map)
 		madvise((void *)lo, hi - lo, MADV_DONTNEED);
 	return 0;
 }
