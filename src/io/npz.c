@@ -349,9 +349,11 @@ FILE *dl_npz_member(struct dl_npz *z, const char *name, struct dl_error *err)
 			     z->path, name, z->n ? list : "none");
 		return NULL;
 	}
-	/* a small member in memory, a larger one in a temporary file */
+	/* a small member in memory, a larger one in a temporary file (glibc's
+	 * fmemopen() writes a NUL after the data: one byte more, or it
+	 * overwrites the last) */
 	FILE *out = m->usize <= NPZ_MEMORY_MEMBER
-		? fmemopen(NULL, m->usize ? (size_t)m->usize : 1, "w+") : tmpfile();
+		? fmemopen(NULL, (size_t)m->usize + 1, "w+") : tmpfile();
 	if (!out) {
 		dl_error_set(err, DL_ERUN, "%s: cannot create a temporary file: %s",
 			     z->path, strerror(errno));
