@@ -40,28 +40,48 @@ clean() {
 	esac
 }
 
+# run_dlrun within $answer_timeout seconds: a hang fails as exit 124
+run_bounded() {
+	last_cmd="dlrun $*"
+	# shellcheck disable=SC2046 # dlrun_cmd's words are the prefix
+	timeout "$answer_timeout" $(dlrun_cmd) "$DLRUN" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	rc=$?
+}
+
 # replay TARGET FILE
 replay() {
 	case $1 in
-	model) run_dlrun summary "$2" ;;
-	npy) run_dlrun infer "$d/any.yaml" -o "$d/out.npy" <"$2" ;;
-	text) run_dlrun infer "$d/m.yaml" --format text -o "$d/out.txt" <"$2" ;;
-	safetensors) run_dlrun infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
-	npz) run_dlrun train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
+	model) run_bounded summary "$2" ;;
+	npy) run_bounded infer "$d/any.yaml" -o "$d/out.npy" <"$2" ;;
+	text) run_bounded infer "$d/m.yaml" --format text -o "$d/out.txt" <"$2" ;;
+	safetensors) run_bounded infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
+	npz) run_bounded train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
+	onnx) run_bounded import "$2" -o "$d/onnx/m.yaml" ;;
 	infer)
 		if [ "$(head -c 1 "$2" | od -An -tu1 | tr -d ' ')" = 147 ]; then
-			run_dlrun infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
+			run_bounded infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
 		else
-			run_dlrun infer "$d/m.yaml" --format text --batch-size 3 \
+			run_bounded infer "$d/m.yaml" --format text --batch-size 3 \
 				-o "$d/out.txt" <"$2"
 		fi ;;
 	esac
 	clean
 }
 
-for target in model npy text safetensors npz infer; do
+# dlrun import, into a directory of its own (when built with ONNX import)
+mkdir "$d/onnx"
+onnx=
+if "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null; then
+	onnx=onnx
+fi
+
+for target in model npy text safetensors npz infer onnx; do
 	for f in "$fz/corpus/$target"/* "$fz/regress/$target"/*; do
 		[ -f "$f" ] || continue
+		if [ "$target" = onnx ] && [ -z "$onnx" ]; then
+			skip "$target: ${f#"$fz"/}" "dlrun was built without ONNX import"
+			continue
+		fi
 		check "$target: ${f#"$fz"/}" replay "$target" "$f"
 	done
 done

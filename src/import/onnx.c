@@ -22,6 +22,9 @@
  * other than passing it along is a shape that cannot be folded. */
 #define DYN (-1e300)
 #define MAX_FILE_BYTES ((long)2000 * 1000 * 1000)
+/* elements of constants that shape arithmetic (Range, ConstantOfShape,
+ * Expand...) may fold at import, beyond the file's own */
+#define CONST_FOLD_ELEMS ((int64_t)1 << 24)
 
 enum { V_CONST = 1, V_RT = 2 };
 
@@ -88,6 +91,8 @@ struct imp {
 	char **names;          /* every name given out (entries and inputs) */
 	int n_names, names_cap;
 	char *skip;            /* per node: taken over by a fused pattern */
+	int64_t const_left;    /* elements constants may still take: what the
+	                        * file holds, plus CONST_FOLD_ELEMS folded */
 	struct dl_error *err;
 };
 
@@ -194,6 +199,16 @@ static struct val *new_val(struct imp *im, const char *name, int kind)
 	return v;
 }
 
+/* A folded value as an integer: out of range (or NaN) saturates to
+ * +-2^53, which every size and index check then refuses. */
+static int64_t to_i64(double x)
+{
+	const double big = 9007199254740992.0;   /* 2^53 */
+	if (!(x > -big))
+		return -(int64_t)big;
+	return x < big ? (int64_t)x : (int64_t)big;
+}
+
 static int64_t numel_of(int rank, const int64_t *dims)
 {
 	int64_t n = 1;
@@ -202,7 +217,10 @@ static int64_t numel_of(int rank, const int64_t *dims)
 	return n;
 }
 
-/* A constant value named name with shape dims; its data zeroed. */
+static const char *ilist(const int64_t *x, int n);
+
+/* A constant value named name with shape dims; its data zeroed. NULL with
+ * the error set when it is over the budget (im->const_left). */
 static struct val *new_const(struct imp *im, const char *name, int rank,
 			     const int64_t *dims, int isint)
 {
@@ -211,7 +229,17 @@ static struct val *new_const(struct imp *im, const char *name, int rank,
 		return NULL;
 	v->rank = rank;
 	memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
-	v->numel = numel_of(rank, dims);
+	int64_t n = 1;
+	for (int i = 0; i < rank && n >= 0; i++)
+		n = dims[i] < 0 || (dims[i] && n > im->const_left / dims[i]) ? -1 : n * dims[i];
+	if (n < 0 || n > im->const_left) {
+		ierr(im, "constant '%s' of shape %s: more elements than dlrun import "
+		     "folds (the file's own constants and %lld more)", name,
+		     ilist(dims, rank), (long long)CONST_FOLD_ELEMS);
+		return NULL;
+	}
+	im->const_left -= n;
+	v->numel = n;
 	v->isint = isint;
 	v->d = calloc((size_t)(v->numel ? v->numel : 1), sizeof *v->d);
 	return v->d ? v : NULL;
@@ -272,15 +300,33 @@ static int tensor_val(struct imp *im, const Onnx__TensorProto *t,
 			    what, name, dt);
 	int isint = dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
 		    dt != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+	/* the data checked against the shape before anything is allocated */
+	size_t have;
+	switch (dt) {
+	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+		have = t->n_float_data;
+		break;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+		have = t->n_double_data;
+		break;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+		have = t->n_int64_data;
+		break;
+	default:
+		have = t->n_int32_data;
+	}
+	if (t->has_raw_data && (int64_t)t->raw_data.len != n * es)
+		return ierr(im, "%s '%s' holds %zu bytes; its shape and type need %lld",
+			    what, name, t->raw_data.len, (long long)(n * es));
+	if (!t->has_raw_data && (int64_t)have != n)
+		return ierr(im, "%s '%s' holds %zu values; its shape needs %lld",
+			    what, name, have, (long long)n);
 	struct val *v = new_const(im, name, (int)t->n_dims, dims, isint);
 	if (!v)
 		return oom(im);
 	v->init = name;
 	*out = v;
 	if (t->has_raw_data) {
-		if ((int64_t)t->raw_data.len != n * es)
-			return ierr(im, "%s '%s' holds %zu bytes; its shape and type need %lld",
-				    what, name, t->raw_data.len, (long long)(n * es));
 		const unsigned char *p = t->raw_data.data;
 		for (int64_t i = 0; i < n; i++, p += es) {
 			switch (dt) {
@@ -314,23 +360,6 @@ static int tensor_val(struct imp *im, const Onnx__TensorProto *t,
 		}
 		return 0;
 	}
-	size_t have;
-	switch (dt) {
-	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
-		have = t->n_float_data;
-		break;
-	case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
-		have = t->n_double_data;
-		break;
-	case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
-		have = t->n_int64_data;
-		break;
-	default:
-		have = t->n_int32_data;
-	}
-	if ((int64_t)have != n)
-		return ierr(im, "%s '%s' holds %zu values; its shape needs %lld",
-			    what, name, have, (long long)n);
 	for (int64_t i = 0; i < n; i++) {
 		switch (dt) {
 		case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
@@ -703,7 +732,7 @@ static int const_ints(struct ctx *c, int k, const char *what, int64_t *out,
 	for (int64_t i = 0; i < v->numel; i++) {
 		if (v->d[i] == DYN)
 			return nerr(c->im, c->n, "%s depends on the batch size, a shape that cannot be folded", what);
-		out[i] = (int64_t)v->d[i];
+		out[i] = to_i64(v->d[i]);
 	}
 	*count = (int)v->numel;
 	return 0;
@@ -1141,7 +1170,8 @@ static int fuse_bias(struct ctx *c, struct val *x, struct val *b)
 		for (size_t k = 0; k < c->im->g->node[i]->n_input; k++)
 			uses += strcmp(c->im->g->node[i]->input[k], x->name) == 0;
 	for (size_t i = 0; i < c->im->g->n_output; i++)
-		uses += strcmp(c->im->g->output[i]->name, x->name) == 0;
+		uses += c->im->g->output[i]->name &&
+			strcmp(c->im->g->output[i]->name, x->name) == 0;
 	if (uses != 1)
 		return 0;
 	char *p = strstr(e->hp, ", bias: false");
@@ -1983,7 +2013,7 @@ static int m_reshape(struct ctx *c)
 		int64_t d[MAXR], known = 1;
 		int neg = -1;
 		for (int i = 0; i < r; i++) {
-			d[i] = (int64_t)s->d[i];
+			d[i] = to_i64(s->d[i]);
 			if (d[i] == 0 && !allowzero)
 				d[i] = i < x->rank ? x->dims[i] : 0;
 			if (d[i] == -1)
@@ -2036,12 +2066,12 @@ static int m_reshape(struct ctx *c)
 				d[0] = -2;   /* the batch when the rest is whole samples */
 			else
 				return nerr(im, c->n, "target shape %s changes the batch dimension, which dlrun keeps first",
-					    ilist((int64_t[]){(int64_t)v}, 1));
+					    ilist((int64_t[]){to_i64(v)}, 1));
 			continue;
 		}
 		if (v == DYN)
 			return nerr(im, c->n, "the batch size inside the target shape (dimension %d): a shape that cannot be folded", i);
-		d[i] = (int64_t)v;
+		d[i] = to_i64(v);
 		if (d[i] == 0 && !allowzero) {
 			if (i >= x->rank)
 				return nerr(im, c->n, "target shape copies dimension %d the input does not have", i);
@@ -2580,11 +2610,11 @@ static int m_transpose(struct ctx *c)
 	int rc = need_rt(c, 0);
 	if (rc)
 		return rc;
+	if (p && np != x->rank)
+		return nerr(im, c->n, "attribute 'perm' has %d values for rank %d", np, x->rank);
 	int64_t perm[MAXR] = {0};
 	for (int i = 0; i < x->rank; i++)
 		perm[i] = p ? p[i] : x->rank - 1 - i;
-	if (p && np != x->rank)
-		return nerr(im, c->n, "attribute 'perm' has %d values for rank %d", np, x->rank);
 	if (perm[0] != 0)
 		return nerr(im, c->n, "attribute 'perm' %s moves the batch dimension, which dlrun keeps first",
 			    ilist(perm, x->rank));
@@ -2894,12 +2924,12 @@ static int m_gather(struct ctx *c)
 		int64_t L = x->dims[ax], k = 0;
 		for (int64_t q = 0; q < outer; q++)
 			for (int64_t j = 0; j < idx->numel; j++) {
-				int64_t i = (int64_t)idx->d[j];
+				int64_t i = to_i64(idx->d[j]);
 				if (i < 0)
 					i += L;
 				if (i < 0 || i >= L)
 					return nerr(im, c->n, "index %lld out of range for size %lld",
-						    (long long)idx->d[j], (long long)L);
+						    (long long)to_i64(idx->d[j]), (long long)L);
 				memcpy(o->d + k, x->d + (q * L + i) * inner, (size_t)inner * sizeof *o->d);
 				k += inner;
 			}
@@ -2939,11 +2969,11 @@ static int m_gather(struct ctx *c)
 	if (idx->numel != 1)
 		return nerr(im, c->n, "a gather of %lld indices from data: dlrun slices one index at a time",
 			    (long long)idx->numel);
-	int64_t i = (int64_t)idx->d[0];
+	int64_t i = to_i64(idx->d[0]);
 	if (i < 0)
 		i += x->dims[ax];
 	if (i < 0 || i >= x->dims[ax])
-		return nerr(im, c->n, "index %lld out of range for size %lld", (long long)idx->d[0],
+		return nerr(im, c->n, "index %lld out of range for size %lld", (long long)to_i64(idx->d[0]),
 			    (long long)x->dims[ax]);
 	struct val *o = out_val(c, 0, V_RT);
 	if (!o)
@@ -3381,7 +3411,7 @@ static int m_constant_of_shape(struct ctx *c)
 	for (int i = 0; i < n; i++) {
 		/* zeros the size of the batch: an RNN's initial state */
 		dynzero |= sv->d[i] == DYN;
-		d[i] = sv->d[i] == DYN ? 1 : (int64_t)sv->d[i];
+		d[i] = sv->d[i] == DYN ? 1 : to_i64(sv->d[i]);
 	}
 	const Onnx__AttributeProto *a = attr(c->n, "value");
 	struct val *v = NULL;
@@ -3547,6 +3577,8 @@ static const struct onnx_op *op_find(const char *type)
 static int word_in(const char *w, const char *list)
 {
 	size_t n = strlen(w);
+	if (n == 0)
+		return 0;    /* strstr would find it everywhere, and never move on */
 	for (const char *p = list; (p = strstr(p, w)); p += n)
 		if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' '))
 			return 1;
@@ -3941,9 +3973,45 @@ static int translate(struct imp *im, const char *yaml_path)
 	return rc;
 }
 
+int dl_onnx_import_buffer(const void *buf, size_t size, const char *onnx_path,
+			  const char *yaml_path, struct dl_error *err)
+{
+	struct imp im = {.path = onnx_path, .err = err,
+			 .const_left = (int64_t)size + CONST_FOLD_ELEMS};
+	if (size == 0)
+		return dl_error_set(err, DL_EINPUT, "%s: empty file, not an ONNX model", onnx_path);
+	im.m = onnx__model_proto__unpack(NULL, size, buf);
+	if (!im.m)
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: not an ONNX model (the protobuf message does not parse: truncated or another format)",
+				    onnx_path);
+	int rc = translate(&im, yaml_path);
+	/* a mapper that saw a helper fail returns DL_ERUN; the message and
+	 * its code are the helper's */
+	if (rc && err && err->code)
+		rc = err->code;
+	for (int i = 0; i < im.nv; i++)
+		val_free(im.v[i]);
+	free(im.v);
+	for (int i = 0; i < im.ne; i++) {
+		free(im.e[i]->hp);
+		free(im.e[i]->base);
+		for (int j = 0; j < im.e[i]->n_par; j++)
+			free(im.e[i]->par[j].data);
+		free(im.e[i]);
+	}
+	free(im.e);
+	for (int i = 0; i < im.n_names; i++)
+		free(im.names[i]);
+	free(im.names);
+	free(im.inputs);
+	free(im.skip);
+	onnx__model_proto__free_unpacked(im.m, NULL);
+	return rc;
+}
+
 int dl_onnx_import(const char *onnx_path, const char *yaml_path, struct dl_error *err)
 {
-	struct imp im = {.path = onnx_path, .err = err};
 	FILE *f = fopen(onnx_path, "rb");
 	if (!f)
 		return dl_error_set(err, DL_EINPUT, "%s: %s", onnx_path, strerror(errno));
@@ -3971,37 +4039,7 @@ int dl_onnx_import(const char *onnx_path, const char *yaml_path, struct dl_error
 		return dl_error_set(err, DL_ERUN, "%s: read error", onnx_path);
 	}
 	fclose(f);
-	if (size == 0) {
-		free(buf);
-		return dl_error_set(err, DL_EINPUT, "%s: empty file, not an ONNX model", onnx_path);
-	}
-	im.m = onnx__model_proto__unpack(NULL, (size_t)size, buf);
+	int rc = dl_onnx_import_buffer(buf, (size_t)size, onnx_path, yaml_path, err);
 	free(buf);
-	if (!im.m)
-		return dl_error_set(err, DL_EINPUT,
-				    "%s: not an ONNX model (the protobuf message does not parse: truncated or another format)",
-				    onnx_path);
-	int rc = translate(&im, yaml_path);
-	/* a mapper that saw a helper fail returns DL_ERUN; the message and
-	 * its code are the helper's */
-	if (rc && err && err->code)
-		rc = err->code;
-	for (int i = 0; i < im.nv; i++)
-		val_free(im.v[i]);
-	free(im.v);
-	for (int i = 0; i < im.ne; i++) {
-		free(im.e[i]->hp);
-		free(im.e[i]->base);
-		for (int j = 0; j < im.e[i]->n_par; j++)
-			free(im.e[i]->par[j].data);
-		free(im.e[i]);
-	}
-	free(im.e);
-	for (int i = 0; i < im.n_names; i++)
-		free(im.names[i]);
-	free(im.names);
-	free(im.inputs);
-	free(im.skip);
-	onnx__model_proto__free_unpacked(im.m, NULL);
 	return rc;
 }

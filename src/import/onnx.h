@@ -5,6 +5,8 @@
 #ifndef DL_IMPORT_ONNX_H
 #define DL_IMPORT_ONNX_H
 
+#include <stddef.h>
+
 #include "engine/error.h"
 
 /* Translates onnx_path into yaml_path and, beside it, the weights file
@@ -14,5 +16,11 @@
  * type and what could not be mapped. */
 int dl_onnx_import(const char *onnx_path, const char *yaml_path,
 		   struct dl_error *err);
+
+/* The same for the SIZE bytes of an ONNX file at BUF (read whole by
+ * dl_onnx_import, or the fuzz target's input); onnx_path names it in
+ * messages and in the model file's first comment. */
+int dl_onnx_import_buffer(const void *buf, size_t size, const char *onnx_path,
+			  const char *yaml_path, struct dl_error *err);
 
 #endif

@@ -14,6 +14,7 @@
 #define EOCD_MAX (EOCD_SIZE + 65535)   /* record plus the longest comment */
 #define CDIR_SIZE 46
 #define LOCAL_SIZE 30
+#define NPZ_MEMORY_MEMBER (1 << 20)   /* members up to this size in memory */
 
 static uint64_t le(const unsigned char *p, int n)
 {
@@ -176,22 +177,15 @@ static long parse_entry(struct dl_npz *z, const unsigned char *p, size_t room,
 	return (long)(CDIR_SIZE + nlen + xlen + clen);
 }
 
-int dl_npz_open(struct dl_npz *z, const char *path, struct dl_error *err)
+/* Reads the central directory of the size-byte archive z->f. Closes z on
+ * error. */
+static int read_index(struct dl_npz *z, uint64_t size, struct dl_error *err)
 {
-	memset(z, 0, sizeof *z);
-	if (!(z->path = strdup(path)))
-		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
-	struct stat sb;
+	const char *path = z->path;
 	uint64_t count = 0, cd_off = 0, cd_size = 0;
 	unsigned char *cd = NULL;
 	int rc;
-	if (!(z->f = fopen(path, "rb"))) {
-		rc = dl_error_set(err, DL_EINPUT, "%s: cannot open: %s", path,
-				  strerror(errno));
-	} else if (fstat(fileno(z->f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		rc = dl_error_set(err, DL_EINPUT, "%s: not a regular file", path);
-	} else if (!(rc = find_directory(z, (uint64_t)sb.st_size, &count,
-					 &cd_off, &cd_size, err))) {
+	if (!(rc = find_directory(z, size, &count, &cd_off, &cd_size, err))) {
 		cd = malloc(cd_size ? (size_t)cd_size : 1);
 		z->m = calloc(count ? (size_t)count : 1, sizeof *z->m);
 		if (!cd || !z->m)
@@ -201,8 +195,8 @@ int dl_npz_open(struct dl_npz *z, const char *path, struct dl_error *err)
 	}
 	size_t at = 0;
 	for (uint64_t i = 0; !rc && i < count; i++) {
-		long n = parse_entry(z, cd + at, (size_t)cd_size - at,
-				     (uint64_t)sb.st_size, &z->m[z->n++], err);
+		long n = parse_entry(z, cd + at, (size_t)cd_size - at, size,
+				     &z->m[z->n++], err);
 		if (n < 0)
 			rc = (int)n;
 		else
@@ -217,6 +211,37 @@ int dl_npz_open(struct dl_npz *z, const char *path, struct dl_error *err)
 	if (rc)
 		dl_npz_close(z);
 	return rc;
+}
+
+int dl_npz_open(struct dl_npz *z, const char *path, struct dl_error *err)
+{
+	memset(z, 0, sizeof *z);
+	if (!(z->path = strdup(path)))
+		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
+	struct stat sb;
+	int rc;
+	if (!(z->f = fopen(path, "rb")))
+		rc = dl_error_set(err, DL_EINPUT, "%s: cannot open: %s", path,
+				  strerror(errno));
+	else if (fstat(fileno(z->f), &sb) != 0 || !S_ISREG(sb.st_mode))
+		rc = dl_error_set(err, DL_EINPUT, "%s: not a regular file", path);
+	else
+		return read_index(z, (uint64_t)sb.st_size, err);
+	dl_npz_close(z);
+	return rc;
+}
+
+int dl_npz_open_buffer(struct dl_npz *z, const char *path, const void *buf,
+		       size_t size, struct dl_error *err)
+{
+	static char empty[1];
+	memset(z, 0, sizeof *z);
+	if (!(z->path = strdup(path)) ||
+	    !(z->f = fmemopen(size ? (void *)buf : empty, size ? size : 1, "rb"))) {
+		dl_npz_close(z);
+		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
+	}
+	return read_index(z, size, err);
 }
 
 void dl_npz_close(struct dl_npz *z)
@@ -324,7 +349,11 @@ FILE *dl_npz_member(struct dl_npz *z, const char *name, struct dl_error *err)
 			     z->path, name, z->n ? list : "none");
 		return NULL;
 	}
-	FILE *out = tmpfile();
+	/* a small member in memory, a larger one in a temporary file (glibc's
+	 * fmemopen() writes a NUL after the data: one byte more, or it
+	 * overwrites the last) */
+	FILE *out = m->usize <= NPZ_MEMORY_MEMBER
+		? fmemopen(NULL, (size_t)m->usize + 1, "w+") : tmpfile();
 	if (!out) {
 		dl_error_set(err, DL_ERUN, "%s: cannot create a temporary file: %s",
 			     z->path, strerror(errno));

@@ -22,9 +22,13 @@ struct dl_npz {
 };
 
 int dl_npz_open(struct dl_npz *z, const char *path, struct dl_error *err);
+/* The same for the size bytes at buf, which outlive z (it is not
+ * copied); path names it in messages. */
+int dl_npz_open_buffer(struct dl_npz *z, const char *path, const void *buf,
+		       size_t size, struct dl_error *err);
 void dl_npz_close(struct dl_npz *z);  /* NULL-safe, idempotent */
-/* Opens member `name` as a stream positioned at its .npy bytes (a
- * decompressed temporary stream for deflated members); the caller
+/* Opens member `name` as a stream positioned at its .npy bytes (in
+ * memory up to 1 MiB, else a temporary file); the caller
  * fclose()s it. NULL with err set when absent or malformed. */
 FILE *dl_npz_member(struct dl_npz *z, const char *name, struct dl_error *err);
 

@@ -250,6 +250,9 @@ out:
 	return rc;
 }
 
+static int check_file(struct dl_safetensors *st, const unsigned char *p,
+		      struct dl_error *err);
+
 int dl_st_open(struct dl_safetensors *st, const char *path,
 	       struct dl_error *err)
 {
@@ -286,7 +289,32 @@ int dl_st_open(struct dl_safetensors *st, const char *path,
 		dl_st_close(st);
 		return rc;
 	}
-	const unsigned char *p = st->map;
+	return check_file(st, st->map, err);
+}
+
+int dl_st_open_buffer(struct dl_safetensors *st, const char *path,
+		      const void *buf, size_t size, struct dl_error *err)
+{
+	memset(st, 0, sizeof *st);
+	if (!(st->path = strdup(path)))
+		return dl_error_set(err, DL_ERUN, "%s: out of memory", path);
+	if (size < 8) {
+		int rc = dl_error_set(err, DL_EINPUT, "%s: %zu bytes is too short for "
+				      "a safetensors file (truncated?)", path, size);
+		dl_st_close(st);
+		return rc;
+	}
+	st->size = size;
+	return check_file(st, buf, err);
+}
+
+/* The header of the st->size bytes at p, checked; st->data set. Closes
+ * st on error. */
+static int check_file(struct dl_safetensors *st, const unsigned char *p,
+		      struct dl_error *err)
+{
+	const char *path = st->path;
+	int rc = 0;
 	uint64_t n = 0;
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | p[i];
@@ -346,7 +374,8 @@ static int read_as(const struct dl_safetensors *st, int i, void *dst,
 	 * copied: they would stay resident beside the copy, the weights held
 	 * twice (a page shared with the next piece or tensor is read again
 	 * from the page cache); in one piece, GPT-2's 154 MB embedding was
-	 * resident twice while it was read. */
+	 * resident twice while it was read. Only for a mapped file: on
+	 * dl_st_open_buffer's heap bytes it would zero the pages. */
 	size_t elsize = t->numel > 0 ? (size_t)t->nbytes / (size_t)t->numel : 1;
 	size_t step = ((size_t)8 << 20) / (elsize ? elsize : 1);
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -358,7 +387,7 @@ static int read_as(const struct dl_safetensors *st, int i, void *dst,
 		else
 			dl_dtype_to_f32((enum dl_dtype)t->dtype, from, cnt, (float *)dst + k);
 		uintptr_t lo = (uintptr_t)from / page * page, hi = (uintptr_t)(from + cnt * elsize);
-		if (hi > lo)
+		if (hi > lo && st->map)
 			madvise((void *)lo, hi - lo, MADV_DONTNEED);
 	}
 	return 0;

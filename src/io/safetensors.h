@@ -23,7 +23,8 @@ struct dl_st_tensor {
 
 struct dl_safetensors {
 	char *path;
-	void *map;             /* the whole file, mmap()ed read-only */
+	void *map;             /* the whole file, mmap()ed read-only (NULL
+	                        * for dl_st_open_buffer's borrowed bytes) */
 	size_t size;
 	const unsigned char *data; /* the data buffer, after the header */
 	int n;
@@ -35,6 +36,10 @@ struct dl_safetensors {
 /* Opens and validates path. On error st is left closed (safe to close). */
 int dl_st_open(struct dl_safetensors *st, const char *path,
 	       struct dl_error *err);
+/* The same for the size bytes at buf, which outlive st (it is not
+ * copied); path names it in messages. */
+int dl_st_open_buffer(struct dl_safetensors *st, const char *path,
+		      const void *buf, size_t size, struct dl_error *err);
 void dl_st_close(struct dl_safetensors *st);  /* NULL-safe, idempotent */
 /* Index of tensor name, or -1. */
 int dl_st_find(const struct dl_safetensors *st, const char *name);

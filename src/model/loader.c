@@ -71,6 +71,8 @@ struct loader {
 	int caps_nodes, caps_values, caps_rows;
 	int in_sub;               /* building an op's list of entries */
 	long entries;             /* built so far, against MAX_ENTRIES */
+	long *expand;             /* per YAML node: entries its list expands
+	                           * to (capped), -1 unknown, -2 counting */
 	struct dl_error *err;
 };
 
@@ -542,6 +544,186 @@ static int check_keys(struct loader *L, yaml_node_t *map, const char *what,
 	return 0;
 }
 
+/* ---- expansion count ---- */
+
+/* A list's entries are counted before they are built, aliases and repeats
+ * expanded in the count only (a node counted once, whatever aliases it), so
+ * that a small file of aliases or nested repeats is refused at once rather
+ * than after building the first MAX_ENTRIES entries. The count is what
+ * build_entry would count, or less (what the builder would refuse counts
+ * 0), and stops at EXPAND_CAP. */
+#define EXPAND_CAP ((long)MAX_ENTRIES + 1)
+#define EXPAND_DEPTH (4 * MAX_NESTING)   /* past the builder's nesting */
+
+static long expand_list(struct loader *L, yaml_node_t *list, int depth);
+static int is_composite(const char *s);
+
+static long cap_add(long a, long b)
+{
+	return a + b > EXPAND_CAP ? EXPAND_CAP : a + b;
+}
+
+static long cap_mul(long a, long b)
+{
+	return b && a > EXPAND_CAP / b ? EXPAND_CAP : a * b;
+}
+
+/* The list a `use: BLOCK` names, or NULL. */
+static yaml_node_t *block_list(struct loader *L, yaml_node_t *name)
+{
+	const char *b = str(name);
+	return b && *b && L->blocks ? map_get(L, L->blocks, b, NULL) : NULL;
+}
+
+/* A repeat's times, or 0 when the builder would refuse it. */
+static int64_t repeat_times(struct loader *L, yaml_node_t *val)
+{
+	yaml_node_t *times = val->type == YAML_MAPPING_NODE ? map_get(L, val, "times", NULL) : NULL;
+	int64_t t;
+	return times && !dl_yaml_int(times, &t) && t >= 1 && t <= 100000 ? t : 0;
+}
+
+/* The entries a composite's value VAL builds (the composite not counted). */
+static long expand_composite(struct loader *L, const char *kind, yaml_node_t *val,
+			     int depth)
+{
+	if (strcmp(kind, "sequential") == 0)
+		return expand_list(L, val, depth);
+	if (strcmp(kind, "residual") == 0) {
+		if (val->type != YAML_MAPPING_NODE)
+			return expand_list(L, val, depth);
+		yaml_node_t *body = map_get(L, val, "body", NULL);
+		yaml_node_t *shortcut = map_get(L, val, "shortcut", NULL);
+		return cap_add(body ? expand_list(L, body, depth) : 0,
+			       shortcut ? expand_list(L, shortcut, depth) : 0);
+	}
+	if (strcmp(kind, "repeat") == 0) {
+		int64_t t = repeat_times(L, val);
+		if (!t)
+			return 0;
+		yaml_node_t *body = map_get(L, val, "body", NULL);
+		yaml_node_t *use = map_get(L, val, "use", NULL);
+		yaml_node_t *list = body ? body : use ? block_list(L, use) : NULL;
+		return list ? cap_mul(expand_list(L, list, depth), t) : 0;
+	}
+	yaml_node_t *list = block_list(L, val);   /* use: BLOCK */
+	return list ? expand_list(L, list, depth) : 0;
+}
+
+/* The op of entry E and its value (NULL for a bare name), or NULL. */
+static const char *entry_op(struct loader *L, yaml_node_t *e, yaml_node_t **key,
+			    yaml_node_t **val)
+{
+	*key = *val = NULL;
+	if (e->type == YAML_SCALAR_NODE) {
+		*key = e;
+		return str(e);
+	}
+	if (e->type != YAML_MAPPING_NODE)
+		return NULL;
+	for (yaml_node_pair_t *p = e->data.mapping.pairs.start;
+	     p < e->data.mapping.pairs.top; p++) {
+		const char *s = str(node(L, p->key));
+		if (s && strcmp(s, "name") && strcmp(s, "in") && strcmp(s, "share")) {
+			*key = node(L, p->key);
+			*val = node(L, p->value);
+			return s;
+		}
+	}
+	return NULL;
+}
+
+/* The entries entry E builds: itself and a composite's contents. */
+static long expand_entry(struct loader *L, yaml_node_t *e, int depth)
+{
+	yaml_node_t *key, *val;
+	const char *op = entry_op(L, e, &key, &val);
+	if (!op || !*op)
+		return 1;
+	if (!is_composite(op) || !val)
+		return 1;
+	return cap_add(1, expand_composite(L, op, val, depth + 1));
+}
+
+static long expand_list(struct loader *L, yaml_node_t *list, int depth)
+{
+	if (!list || list->type != YAML_SEQUENCE_NODE || depth > EXPAND_DEPTH)
+		return 0;
+	size_t id = (size_t)(list - L->doc.nodes.start);
+	if (!L->expand) {
+		size_t n = (size_t)(L->doc.nodes.top - L->doc.nodes.start);
+		L->expand = malloc((n ? n : 1) * sizeof *L->expand);
+		if (!L->expand)
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			L->expand[i] = -1;
+	}
+	if (L->expand[id] == -2)
+		return 0;    /* a block that uses itself: the builder says so */
+	if (L->expand[id] >= 0)
+		return L->expand[id];
+	L->expand[id] = -2;
+	long n = 0;
+	for (int i = 0; i < seq_len(list) && n < EXPAND_CAP; i++)
+		n = cap_add(n, expand_entry(L, node(L, list->data.sequence.items.start[i]),
+					    depth + 1));
+	L->expand[id] = n;
+	return n;
+}
+
+/* Refuses LIST, which expands past ROOM more entries: at the entry whose
+ * copy crosses the limit, within the composites it expands to, or at the
+ * repeat count that multiplies it past. */
+static int refuse_expansion(struct loader *L, yaml_node_t *list, long room)
+{
+	yaml_node_t *at = list;
+	for (int step = 0; list && step < EXPAND_DEPTH; step++) {
+		yaml_node_t *next = NULL;
+		long before = 0;
+		for (int i = 0; i < seq_len(list); i++) {
+			yaml_node_t *e = node(L, list->data.sequence.items.start[i]);
+			long n = expand_entry(L, e, 0);
+			if (before + n <= room) {
+				before += n;
+				continue;
+			}
+			yaml_node_t *key, *val;
+			const char *op = entry_op(L, e, &key, &val);
+			at = key ? key : e;
+			room -= before + 1;   /* the entry itself */
+			if (!op || !is_composite(op) || !val || room < 0)
+				break;
+			if (strcmp(op, "repeat") == 0) {
+				yaml_node_t *body = map_get(L, val, "body", NULL);
+				yaml_node_t *use = map_get(L, val, "use", NULL);
+				next = body ? body : use ? block_list(L, use) : NULL;
+				if (next && expand_list(L, next, 0) <= room) {
+					/* a later copy crosses: the count is too large */
+					at = map_get(L, val, "times", NULL);
+					next = NULL;
+				}
+			} else if (strcmp(op, "residual") == 0 && val->type == YAML_MAPPING_NODE) {
+				next = map_get(L, val, "body", NULL);
+				if (next && expand_list(L, next, 0) <= room) {
+					room -= expand_list(L, next, 0);
+					next = map_get(L, val, "shortcut", NULL);
+				}
+			} else {
+				next = strcmp(op, "use") == 0 ? block_list(L, val) : val;
+			}
+			/* an alias (its list written before the key that uses it):
+			 * the place that copies it is the one to name */
+			if (next && strcmp(op, "use") && next->start_mark.index < at->start_mark.index)
+				next = NULL;
+			break;
+		}
+		list = next;
+	}
+	return lerr(L, at, "the model expands to more than %d entries (the "
+		    "counts of nested repeats multiply, and aliases are "
+		    "copied), the most dlrun builds", MAX_ENTRIES);
+}
+
 static int composite(struct loader *L, const char *kind, yaml_node_t *key,
 		     yaml_node_t *val, const char *scope, int input,
 		     const struct names *names, int depth)
@@ -993,6 +1175,10 @@ static int build_list(struct loader *L, yaml_node_t *list, const char *prefix,
 	if (count == 0) {
 		names_free(&names);
 		return lerr(L, list, "an empty list of entries");
+	}
+	if (L->entries + expand_list(L, list, 0) > MAX_ENTRIES) {
+		names_free(&names);
+		return refuse_expansion(L, list, MAX_ENTRIES - L->entries);
 	}
 	int *row_at = calloc((size_t)count, sizeof *row_at);
 	if (!row_at) {
@@ -1727,6 +1913,7 @@ int dl_model_load_buffer(struct dl_graph **out, const char *path,
 	}
 	yaml_parser_delete(&parser);
 	rc = parse(&L);
+	free(L.expand);
 	yaml_document_delete(&L.doc);
 	if (rc) {
 		dl_graph_free(L.g);
