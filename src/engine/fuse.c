@@ -44,14 +44,6 @@
 #define GELU_BETA 0.79788456080286535588f
 #define GELU_KAPPA 0.044715f
 
-static int param_of(const struct dl_node *n, const char *name)
-{
-	for (int k = 0; k < n->n_params; k++)
-		if (strcmp(n->params[k].name, name) == 0)
-			return k;
-	return -1;
-}
-
 static const struct dl_hp_value *hp_of(const struct dl_node *n, const char *name)
 {
 	for (int k = 0; k < n->op->n_hp; k++)
@@ -128,7 +120,7 @@ int dl_graph_fuse(struct dl_graph *g)
 				break;
 			int a = act_of(n);
 			if (kind == 2 && j == i + 1 && (is(n, "batch_norm1d") || is(n, "batch_norm2d")) &&
-			    n->in[0] == v && param_of(n, "running_mean") >= 0) {
+			    n->in[0] == v && dl_node_find_param(n, "running_mean") >= 0) {
 				e.bn = j;
 			} else if (a && n->n_in == 1 && n->in[0] == v && e.res < 0 && !e.act1) {
 				e.act1 = a;
@@ -176,14 +168,14 @@ int dl_graph_fuse(struct dl_graph *g)
 void dl_epilogue_prepare(struct dl_graph *g, struct dl_node *h)
 {
 	struct dl_epilogue *e = h->epi;
-	int b = param_of(h, "bias");
+	int b = dl_node_find_param(h, "bias");
 	e->bias = b >= 0 ? h->params[b].data : NULL;
 	if (e->bn >= 0 && !e->scale) {
 		const struct dl_node *n = &g->nodes[e->bn];
-		int64_t C = n->params[param_of(n, "running_mean")].shape.d[0];
-		int w = param_of(n, "weight"), bb = param_of(n, "bias");
-		const float *rm = n->params[param_of(n, "running_mean")].data;
-		const float *rv = n->params[param_of(n, "running_var")].data;
+		int64_t C = n->params[dl_node_find_param(n, "running_mean")].shape.d[0];
+		int w = dl_node_find_param(n, "weight"), bb = dl_node_find_param(n, "bias");
+		const float *rm = n->params[dl_node_find_param(n, "running_mean")].data;
+		const float *rv = n->params[dl_node_find_param(n, "running_var")].data;
 		const struct dl_hp_value *eps = hp_of(n, "eps");
 		e->scale = malloc((size_t)(2 * C) * sizeof(float));
 		if (e->scale) {

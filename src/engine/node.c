@@ -66,6 +66,14 @@ int dl_node_param(struct dl_node *n, const char *name,
 	return declare(n, name, shape, init, arg, 0, err);
 }
 
+int dl_node_find_param(const struct dl_node *n, const char *name)
+{
+	for (int k = 0; k < n->n_params; k++)
+		if (strcmp(n->params[k].name, name) == 0)
+			return k;
+	return -1;
+}
+
 int dl_node_buffer(struct dl_node *n, const char *name,
 		   const struct dl_shape *shape, enum dl_init init, double arg,
 		   struct dl_error *err)

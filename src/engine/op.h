@@ -271,6 +271,8 @@ int dl_node_error(struct dl_error *err, const struct dl_node *n, int hp,
 int dl_node_param(struct dl_node *n, const char *name,
 		  const struct dl_shape *shape, enum dl_init init, double arg,
 		  struct dl_error *err);
+/* The index of n's parameter or buffer `name` in n->params, or -1. */
+int dl_node_find_param(const struct dl_node *n, const char *name);
 /* The same for a buffer (batch-norm running statistics). */
 int dl_node_buffer(struct dl_node *n, const char *name,
 		   const struct dl_shape *shape, enum dl_init init, double arg,

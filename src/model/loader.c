@@ -230,10 +230,8 @@ static struct bind *bind_of(struct loader *L)
 
 static struct dl_param *own_param(struct dl_node *n, const char *name)
 {
-	for (int k = 0; k < n->n_params; k++)
-		if (strcmp(n->params[k].name, name) == 0)
-			return &n->params[k];
-	return NULL;
+	int k = dl_node_find_param(n, name);
+	return k >= 0 ? &n->params[k] : NULL;
 }
 
 /* "weight, bias" for messages */

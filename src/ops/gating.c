@@ -10,23 +10,15 @@
 #include "engine/gemm.h"
 #include "engine/op.h"
 
-static int param_index(const struct dl_node *n, const char *name)
-{
-	for (int k = 0; k < n->n_params; k++)
-		if (strcmp(n->params[k].name, name) == 0)
-			return k;
-	return -1;
-}
-
 static float *param_data(const struct dl_node *n, const char *name)
 {
-	int k = param_index(n, name);
+	int k = dl_node_find_param(n, name);
 	return k < 0 ? NULL : n->params[k].data;
 }
 
 static float *param_grad(const struct dl_node *n, const char *name)
 {
-	int k = param_index(n, name);
+	int k = dl_node_find_param(n, name);
 	return k < 0 ? NULL : n->params[k].grad;
 }
 

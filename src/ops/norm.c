@@ -20,23 +20,15 @@
 
 #define PAR_MIN 16384
 
-static int param_index(const struct dl_node *n, const char *name)
-{
-	for (int i = 0; i < n->n_params; i++)
-		if (strcmp(n->params[i].name, name) == 0)
-			return i;
-	return -1;
-}
-
 static float *param_data(const struct dl_node *n, const char *name)
 {
-	int i = param_index(n, name);
+	int i = dl_node_find_param(n, name);
 	return i < 0 ? NULL : n->params[i].data;
 }
 
 static float *param_grad(const struct dl_node *n, const char *name)
 {
-	int i = param_index(n, name);
+	int i = dl_node_find_param(n, name);
 	return i < 0 ? NULL : n->params[i].grad;
 }
 
