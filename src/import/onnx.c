@@ -2384,6 +2384,8 @@ static int match_mha(struct ctx *c)
 		chain[nc++] = a;
 	else
 		a = mm;
+	if (im->g->node[a]->n_output != 1)
+		return 0;
 	/* the three Slices of the packed projection, in q, k, v order */
 	const char *packed = im->g->node[a]->output[0];
 	int sl[3], ns = 0;
@@ -2424,7 +2426,7 @@ static int match_mha(struct ctx *c)
 	if (hd < 1 || E % hd != 0 || fabs(sqrt((double)hd) - scale) > 1e-5 * scale)
 		return 0;
 	int s1 = next_node(im, qs, "MatMul");
-	if (s1 < 0 || strcmp(im->g->node[s1]->input[0], im->g->node[qs]->output[0]) != 0 ||
+	if (s1 < 0 || im->g->node[s1]->n_input != 2 || strcmp(im->g->node[s1]->input[0], im->g->node[qs]->output[0]) != 0 ||
 	    strcmp(im->g->node[s1]->input[1], im->g->node[tr[1]]->output[0]) != 0 ||
 	    next_node(im, tr[1], "MatMul") != s1)
 		return 0;
@@ -2438,12 +2440,22 @@ static int match_mha(struct ctx *c)
 			return 0;
 		chain[nc++] = at = mul;
 	}
-	double *mask = malloc((size_t)(T * T) * sizeof *mask);
-	if (!mask)
-		return oom(im);
-	int add = next_add_const(im, at, T * T, mask);
-	causal = add >= 0 && is_causal_mask(mask, T);
-	free(mask);
+	/* a [T, T] mask constant must fit in the file (2 GB at most): past
+	 * T = 2^15 there is none to look for */
+	int add = -1, cand = next_node(im, at, "Add");
+	int sized = 0;
+	for (size_t k = 0; cand >= 0 && k < 2 && im->g->node[cand]->n_input == 2; k++) {
+		struct val *v = node_in(im, im->g->node[cand], k);
+		sized |= v && is_const(v) && v->numel == T * T;
+	}
+	if (sized && T <= (int64_t)1 << 15) {
+		double *mask = malloc((size_t)(T * T) * sizeof *mask);
+		if (!mask)
+			return oom(im);
+		add = next_add_const(im, at, T * T, mask);
+		causal = add >= 0 && is_causal_mask(mask, T);
+		free(mask);
+	}
 	if (add >= 0 && !causal)
 		return 0;
 	if (add >= 0)
@@ -2453,7 +2465,7 @@ static int match_mha(struct ctx *c)
 		return 0;
 	chain[nc++] = sm;
 	int s2 = next_node(im, sm, "MatMul");
-	if (s2 < 0 || strcmp(im->g->node[s2]->input[0], im->g->node[sm]->output[0]) != 0 ||
+	if (s2 < 0 || im->g->node[s2]->n_input != 2 || strcmp(im->g->node[s2]->input[0], im->g->node[sm]->output[0]) != 0 ||
 	    strcmp(im->g->node[s2]->input[1], im->g->node[tr[2]]->output[0]) != 0 ||
 	    next_node(im, tr[2], "MatMul") != s2)
 		return 0;
