@@ -137,6 +137,22 @@ check "window alone: 100000 steps without a T x T matrix" t_long
 peak_bytes() {
 	sed -n 's/.*"peak_bytes":\([0-9]*\).*/\1/p' "$tmp/stdout"
 }
+# linear_peaks PREFIX RATIO: the summaries of $tmp/PREFIX2048.yaml and
+# PREFIX4096.yaml plan peaks that grow at most RATIO/10 from T = 2048 to
+# 4096, and no T x T matrix at 4096
+linear_peaks() {
+	for T in 2048 4096; do
+		run_dlrun summary "$tmp/$1$T.yaml" --json
+		expect_rc 0 || return 1
+		eval "p$T=\$(peak_bytes)"
+	done
+	[ -n "$p2048" ] && [ -n "$p4096" ] || fail "no peak_bytes in the summary"
+	# shellcheck disable=SC2154
+	[ "$((p4096 * 10))" -le "$((p2048 * $2))" ] ||
+		fail "peak bytes $p2048 at T=2048, $p4096 at T=4096: not linear"
+	[ "$p4096" -lt $((4096 * 4096 * 4)) ] ||
+		fail "peak bytes $p4096 at T=4096: a T x T matrix"
+}
 t_linear() {
 	for T in 2048 4096; do
 		cat >"$tmp/lin$T.yaml" <<-YAML
@@ -157,16 +173,8 @@ t_linear() {
 		  - in: [a1, a2, a3]
 		    add: {}
 		YAML
-		run_dlrun summary "$tmp/lin$T.yaml" --json
-		expect_rc 0 || return 1
-		eval "p$T=\$(peak_bytes)"
 	done
-	[ -n "$p2048" ] && [ -n "$p4096" ] || fail "no peak_bytes in the summary"
-	# shellcheck disable=SC2154
-	[ "$((p4096 * 10))" -le "$((p2048 * $2))" ] ||
-		fail "peak bytes $p2048 at T=2048, $p4096 at T=4096: not linear"
-	[ "$p4096" -lt $((4096 * 4096 * 4)) ] ||
-		fail "peak bytes $p4096 at T=4096: a T x T matrix"
+	linear_peaks lin "$2"
 }
 for pat in "window: 3, dilation: 2" "window: 2, causal: true" \
 	"global_tokens: 2, window: 1" "random_keys: 3, seed: 1" \
@@ -199,16 +207,8 @@ t_linear_tf() {
 		  - in: [e, d]
 		    add: {}
 		YAML
-		run_dlrun summary "$tmp/tf$T.yaml" --json
-		expect_rc 0 || return 1
-		eval "p$T=\$(peak_bytes)"
 	done
-	[ -n "$p2048" ] && [ -n "$p4096" ] || fail "no peak_bytes in the summary"
-	# shellcheck disable=SC2154
-	[ "$((p4096 * 10))" -le "$((p2048 * $2))" ] ||
-		fail "peak bytes $p2048 at T=2048, $p4096 at T=4096: not linear"
-	[ "$p4096" -lt $((4096 * 4096 * 4)) ] ||
-		fail "peak bytes $p4096 at T=4096: a T x T matrix"
+	linear_peaks tf "$2"
 }
 for pat in "window: 2, global_tokens: 1" \
 	"window: 1, global_tokens: 1, random_keys: 1, block_size: 8" \
