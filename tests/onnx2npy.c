@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "import/onnx.h"
 #include "import/onnx.pb-c.h"
 
 /* The whole file at path in a buffer the caller frees; *size its bytes. */
@@ -64,54 +65,6 @@ static int print_ops(const char *path)
 	printf("\n");
 	onnx__model_proto__free_unpacked(m, NULL);
 	return 0;
-}
-
-/* Element i of t as a double (float types) or an int64 (the others). */
-static int element(const Onnx__TensorProto *t, size_t i, int isf, double *d, int64_t *k)
-{
-	const unsigned char *raw = t->has_raw_data ? t->raw_data.data : NULL;
-	switch (t->data_type) {
-	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
-		float f;
-		if (raw)
-			memcpy(&f, raw + 4 * i, 4);
-		else
-			f = t->float_data[i];
-		*d = f;
-		return 0;
-	}
-	case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
-		if (raw)
-			memcpy(d, raw + 8 * i, 8);
-		else
-			*d = t->double_data[i];
-		return 0;
-	case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
-		if (raw)
-			memcpy(k, raw + 8 * i, 8);
-		else
-			*k = t->int64_data[i];
-		return 0;
-	case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
-		int32_t v;
-		if (raw)
-			memcpy(&v, raw + 4 * i, 4);
-		else
-			v = t->int32_data[i];
-		*k = v;
-		return 0;
-	}
-	case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
-		*k = raw ? (int8_t)raw[i] : t->int32_data[i];
-		return 0;
-	case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
-	case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
-		*k = raw ? raw[i] : t->int32_data[i];
-		return 0;
-	default:
-		(void)isf;
-		return -1;
-	}
 }
 
 static int to_npy(const char *in, const char *out)
@@ -179,7 +132,7 @@ static int to_npy(const char *in, const char *out)
 	for (size_t i = 0; i < n; i++) {
 		double d = 0;
 		int64_t k = 0;
-		element(t, i, isf, &d, &k);
+		dl_onnx_tensor_elem(t, i, &d, &k);
 		if (isf) {
 			float v = (float)d;
 			fwrite(&v, 4, 1, f);

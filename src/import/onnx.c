@@ -272,6 +272,54 @@ static int dtype_size(int t)
 	}
 }
 
+int dl_onnx_tensor_elem(const Onnx__TensorProto *t, size_t i, double *d, int64_t *k)
+{
+	const unsigned char *raw = t->has_raw_data ? t->raw_data.data : NULL;
+	switch (t->data_type) {
+	case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
+		float f;
+		if (raw)
+			memcpy(&f, raw + 4 * i, 4);
+		else
+			f = t->float_data[i];
+		*d = f;
+		return 0;
+	}
+	case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+		if (raw)
+			memcpy(d, raw + 8 * i, 8);
+		else
+			*d = t->double_data[i];
+		return 0;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+		if (raw)
+			memcpy(k, raw + 8 * i, 8);
+		else
+			*k = t->int64_data[i];
+		break;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
+		int32_t x;
+		if (raw)
+			memcpy(&x, raw + 4 * i, 4);
+		else
+			x = t->int32_data[i];
+		*k = x;
+		break;
+	}
+	case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+		*k = raw ? (int8_t)raw[i] : t->int32_data[i];
+		break;
+	case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+	case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+		*k = raw ? raw[i] : t->int32_data[i];
+		break;
+	default:
+		return -1;
+	}
+	*d = (double)*k;
+	return 0;
+}
+
 /* A TensorProto (an initializer or a Constant's value) as a constant
  * value, checking its size against its dims. what names it in errors. */
 static int tensor_val(struct imp *im, const Onnx__TensorProto *t,
@@ -326,54 +374,9 @@ static int tensor_val(struct imp *im, const Onnx__TensorProto *t,
 		return oom(im);
 	v->init = name;
 	*out = v;
-	if (t->has_raw_data) {
-		const unsigned char *p = t->raw_data.data;
-		for (int64_t i = 0; i < n; i++, p += es) {
-			switch (dt) {
-			case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
-				float f;
-				memcpy(&f, p, 4);
-				v->d[i] = f;
-				break;
-			}
-			case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
-				memcpy(&v->d[i], p, 8);
-				break;
-			case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: {
-				int64_t x;
-				memcpy(&x, p, 8);
-				v->d[i] = (double)x;
-				break;
-			}
-			case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
-				int32_t x;
-				memcpy(&x, p, 4);
-				v->d[i] = x;
-				break;
-			}
-			case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
-				v->d[i] = (int8_t)*p;
-				break;
-			default:
-				v->d[i] = *p;
-			}
-		}
-		return 0;
-	}
 	for (int64_t i = 0; i < n; i++) {
-		switch (dt) {
-		case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
-			v->d[i] = t->float_data[i];
-			break;
-		case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
-			v->d[i] = t->double_data[i];
-			break;
-		case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
-			v->d[i] = (double)t->int64_data[i];
-			break;
-		default:
-			v->d[i] = t->int32_data[i];
-		}
+		int64_t k;
+		dl_onnx_tensor_elem(t, (size_t)i, &v->d[i], &k);
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
 #define DL_IMPORT_ONNX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/error.h"
 
@@ -22,5 +23,15 @@ int dl_onnx_import(const char *onnx_path, const char *yaml_path,
  * messages and in the model file's first comment. */
 int dl_onnx_import_buffer(const void *buf, size_t size, const char *onnx_path,
 			  const char *yaml_path, struct dl_error *err);
+
+struct Onnx__TensorProto;
+
+/* Element i of the TensorProto t, from its raw_data or from its typed
+ * field: *d always, and *k exactly for the integer types (int64, int32,
+ * int8, uint8, bool). The caller has checked that t holds more than i
+ * elements. 0, or -1 (nothing set) for an element type it does not read.
+ * One reader for import's constants and tests/onnx2npy. */
+int dl_onnx_tensor_elem(const struct Onnx__TensorProto *t, size_t i,
+			double *d, int64_t *k);
 
 #endif
