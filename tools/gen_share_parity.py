@@ -59,22 +59,13 @@ from torch import nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_train_parity import (f32, safetensors_bytes, npy_bytes,  # noqa: E402
-                              write, relerr)
+from gen_train_parity import (f32, safetensors_bytes, npy_any,  # noqa: E402
+                              npy_bytes, write, relerr)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PARITY = os.path.join(ROOT, "tests", "data", "train_parity")
 LOADER = os.path.join(ROOT, "tests", "data", "loader")
 Y = textwrap.dedent
-
-
-def npy_any(a):
-    a = np.ascontiguousarray(a)
-    if a.dtype == np.float32:
-        a = a.astype("<f4")
-    elif a.dtype == np.int64:
-        a = a.astype("<i8")
-    return npy_bytes(a)
 
 
 class ResidualList(nn.Sequential):

@@ -96,6 +96,16 @@ def npy_bytes(a):
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + a.tobytes()
 
 
+def npy_any(a):
+    """npy_bytes of a (a numpy array or torch tensor) as int64 '<i8' if it
+    holds integers, else as float32 '<f4': a dlrun input or output."""
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
+    a = np.asarray(a)
+    return npy_bytes(np.ascontiguousarray(
+        a, dtype="<i8" if np.issubdtype(a.dtype, np.integer) else "<f4"))
+
+
 def write(path, data):
     with open(path, "wb") as f:
         f.write(data)

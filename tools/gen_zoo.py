@@ -48,9 +48,10 @@ import dltools  # noqa: E402
 import relu_select  # noqa: E402
 from gen_attention_fixtures import causal_dconv  # noqa: E402
 from gen_attention_opts_fixtures import ref_core  # noqa: E402
-from gen_example_models import lenet5 as torch_lenet5  # noqa: E402
+from gen_example_models import LENET5, lenet5 as torch_lenet5  # noqa: E402
 from gen_gating_fixtures import graph_conv, highway, spatial_gating  # noqa: E402
 from gen_recurrent_fixtures import decoder_ref  # noqa: E402
+from gen_train_parity import npy_any, write  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, ".."))
 ZOO = os.path.join(ROOT, "models", "zoo")
@@ -877,29 +878,9 @@ def _linatt(P, x):
 
 @model("lenet5", "LeNet-5", "LeCun, Bottou, Bengio, Haffner 1998",
        "convolutions, max pooling and linear layers on a 28x28 image (the weights of models/lenet5)",
-       """\
-weights: ../lenet5.safetensors
-inputs:
-  image: {shape: [1, 28, 28]}
-layers:
-  - name: c1
-    conv2d: {out_channels: 6, kernel_size: 5, padding: 2}
-  - relu
-  - max_pool2d: {kernel_size: 2}
-  - name: c3
-    conv2d: {out_channels: 16, kernel_size: 5}
-  - relu
-  - max_pool2d: {kernel_size: 2}
-  - flatten
-  - name: f5
-    linear: {out_features: 120}
-  - relu
-  - name: f6
-    linear: {out_features: 84}
-  - relu
-  - name: output
-    linear: {out_features: 10}
-""", [("image", "float", [1, 28, 28])], weights="../lenet5.safetensors")
+       # models/lenet5.yaml from `inputs:` on, with its weights
+       "weights: ../lenet5.safetensors\n" + LENET5[LENET5.index("inputs:"):],
+       [("image", "float", [1, 28, 28])], weights="../lenet5.safetensors")
 def _lenet5(P, x):
     m = torch_lenet5().double()
     m.load_state_dict(P)
@@ -1024,12 +1005,7 @@ def make_inputs(m):
 
 
 def write_stream(path, arrays):
-    with open(path, "wb") as f:
-        for a in arrays:
-            a = a.detach().numpy() if hasattr(a, "detach") else a
-            dt = "<i8" if np.issubdtype(a.dtype, np.integer) else "<f4"
-            np.lib.format.write_array(f, np.ascontiguousarray(a, dtype=dt),
-                                      version=(1, 0), allow_pickle=False)
+    write(path, b"".join(npy_any(a) for a in arrays))
 
 
 def dlrun_init_shapes(dlrun, yaml_path):
