@@ -276,6 +276,47 @@ YAML
 }
 check "summary: repeat copies labelled by scope, columns aligned" t_summary_repeat
 
+# t_summary_bytes YAML ARGS -- KEY:VALUE...: `summary --json ARGS` on a
+# model of one entry (YAML, written to a file) prints each "KEY":VALUE
+t_summary_bytes() {
+	printf '%s\n' "$1" >"$tmp/one.yaml"
+	shift
+	_args=
+	while [ "$1" != -- ]; do
+		_args="$_args $1"
+		shift
+	done
+	shift
+	# shellcheck disable=SC2086
+	run_dlrun summary --json "$tmp/one.yaml" $_args
+	expect_rc 0 || return 1
+	for _kv in "$@"; do
+		grep -E "\"${_kv%%:*}\":${_kv#*:}[,}]" "$tmp/stdout" >/dev/null ||
+			fail "no \"${_kv%%:*}\":${_kv#*:} in $(grep -o "\"${_kv%%:*}\":[0-9]*" "$tmp/stdout")"
+	done
+	return 0
+}
+# By hand, batch 2, float32 (4 bytes), arena buffers rounded up to 64 bytes:
+# - a 1x1 conv2d from 3 to 4 channels on [3, 5, 5]: its workspace is one
+#   private weight gradient (4 * 3 floats = 48 bytes) per thread, so 48 at
+#   -t 1 and 96 at -t 2; the input 2*3*5*5 floats = 600 bytes; training,
+#   the output (2*4*5*5 floats = 800 -> 832 bytes) and its gradient live at
+#   once: 2 * 832 = 1664, nothing saved for backward.
+# - layer_norm on [3, 5]: workspace and saved state are a mean and a rstd
+#   per row, 2 * 2*3 floats = 48 bytes; the input 2*3*5 floats = 120 bytes;
+#   training, output and gradient 2 * (120 -> 128) plus the saved 48 -> 64:
+#   320.
+pw_yaml='inputs: {x: {shape: [3, 5, 5]}}
+layers: [conv2d: {out_channels: 4, kernel_size: 1}]'
+ln_yaml='inputs: {x: {shape: [3, 5]}}
+layers: [layer_norm]'
+check "summary --json: 1x1 conv2d's workspace_bytes 48, input_bytes 600, training_bytes 1664 (-t 1)" \
+	t_summary_bytes "$pw_yaml" -b 2 -t 1 -- workspace_bytes:48 input_bytes:600 training_bytes:1664
+check "summary --json: 1x1 conv2d's workspace_bytes 96 at -t 2 (one slot per thread)" \
+	t_summary_bytes "$pw_yaml" -b 2 -t 2 -- workspace_bytes:96 input_bytes:600 training_bytes:1664
+check "summary --json: layer_norm's workspace_bytes 48, input_bytes 120, training_bytes 320" \
+	t_summary_bytes "$ln_yaml" -b 2 -t 2 -- workspace_bytes:48 input_bytes:120 training_bytes:320
+
 # ---- bench ----
 
 t_bench() {
