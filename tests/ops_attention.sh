@@ -23,25 +23,12 @@ models=$srcdir/tests/bad/models
 
 npy_f4 '(1, 5, 6)' 1 2 3 0.5 -1 0 -2 1 0.25 1 -0.5 3 0 2 -1 \
 	1 2 3 0.5 -1 0 -2 1 0.25 1 -0.5 3 0 2 -1 >"$tmp/x.npy"
-: >"$tmp/empty.safetensors"
-mkdir "$tmp/out"
 
-# t_bad FILE LOC NEEDLE: `dlrun infer FILE -o OUT` fails to load with exit 2,
-# one error line with FILE:LOC and NEEDLE, no stdout and no OUT
-t_bad() {
-	run_dlrun infer "$models/$1" -w "$tmp/empty.safetensors" \
-		-o "$tmp/out/y.npy" <"$tmp/x.npy"
-	expect_rc 2
-	expect_one_error_line
-	expect_stderr_has "$1:$2"
-	expect_stderr_has "$3"
-	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
-	only_files "$tmp/out"
-	return 0
-}
-
+# bad FILE LOC NEEDLE: `dlrun infer FILE -o OUT` on x.npy fails to load with
+# exit 2, one error line with FILE:LOC and NEEDLE, no stdout and no OUT
+# (bad_model and t_bad: tests/lib.sh)
 bad() {
-	check "model $1: $2 $3" t_bad "$@"
+	bad_model "$1" "$tmp/x.npy" "$2" "$3"
 }
 
 bad attention_heads.yaml 4:27: "num_heads 4 does not divide embed_dim 6"

@@ -14,23 +14,14 @@
 
 models=$srcdir/tests/bad/models
 
-: >"$tmp/empty.safetensors"
 : >"$tmp/none.npy"
 
-# t_bad FILE LOC NEEDLE: `dlrun infer FILE` fails to load with exit 2, one
-# error line with FILE:LOC and NEEDLE, and no output
-t_bad() {
-	run_dlrun infer "$models/$1" -w "$tmp/empty.safetensors" <"$tmp/none.npy"
-	expect_rc 2
-	expect_one_error_line
-	expect_stderr_has "$1:$2"
-	expect_stderr_has "$3"
-	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
-	return 0
-}
-
+# bad FILE LOC NEEDLE: `dlrun infer FILE` (no -o: no_o) on none.npy fails to
+# load with exit 2, one error line with FILE:LOC and NEEDLE, and no output
+# (bad_model and t_bad: tests/lib.sh)
+no_o=yes
 bad() {
-	check "model $1: $2 $3" t_bad "$@"
+	bad_model "$1" "$tmp/none.npy" "$2" "$3"
 }
 
 bad recurrent_dot_sizes.yaml 6:41: "the dot score compares the hidden state (hidden_size 5) with the memory's 6 features"

@@ -17,22 +17,13 @@ npy_f4 '(1, 5, 3)' 1 2 3 0.5 -1 0 -2 1 0.25 1 -0.5 3 0 2 -1 >"$tmp/x.npy"
 # two samples as text, one line each
 printf '%s\n' '1 2 3 0.5 -1 0 -2 1 0.25 1 -0.5 3 0 2 -1' \
 	'0 1 0 2 0 3 0 -1 0 -2 0 1 1 1 1' >"$tmp/x.txt"
-: >"$tmp/empty.safetensors"
 
-# t_bad FILE LOC NEEDLE: `dlrun infer FILE` fails to load with exit 2, one
-# error line with FILE:LOC and NEEDLE, and no output
-t_bad() {
-	run_dlrun infer "$models/$1" -w "$tmp/empty.safetensors" <"$tmp/x.npy"
-	expect_rc 2
-	expect_one_error_line
-	expect_stderr_has "$1:$2"
-	expect_stderr_has "$3"
-	[ -s "$tmp/stdout" ] && fail "stdout is not empty"
-	return 0
-}
-
+# bad FILE LOC NEEDLE: `dlrun infer FILE` (no -o: no_o) on x.npy fails to
+# load with exit 2, one error line with FILE:LOC and NEEDLE, and no output
+# (bad_model and t_bad: tests/lib.sh)
+no_o=yes
 bad() {
-	check "model $1: $2 $3" t_bad "$@"
+	bad_model "$1" "$tmp/x.npy" "$2" "$3"
 }
 
 bad rnn_no_hidden_size.yaml 4:5: "missing hyperparameter 'hidden_size'"
