@@ -335,7 +335,6 @@ t_refused() {
 }
 
 ran=0
-valgrind=$DLRUN_VALGRIND
 "$ONNX2NPY" --ops "$ONNX_NODE_DIR"/test_*/model.onnx >"$tmp/ops" 2>/dev/null
 while read -r path ops <&3; do
 	name=$(basename "$(dirname "$path")")
@@ -345,8 +344,7 @@ while read -r path ops <&3; do
 	done
 	[ "$all" = yes ] || continue
 	ran=$((ran + 1))
-	DLRUN_VALGRIND=$valgrind
-	[ $((ran % 8)) = 1 ] || DLRUN_VALGRIND=no
+	valgrind_every 8
 	line=$(grep -e "^$name " "$tmp/list")
 	if [ -z "$line" ]; then
 		check "$name: import, infer, outputs within 1e-4" t_node "$name"
@@ -361,7 +359,6 @@ while read -r path ops <&3; do
 		skip "$name" "$*"
 	fi
 done 3<"$tmp/ops"
-DLRUN_VALGRIND=$valgrind
 t_count() {
 	[ "$ran" -ge 100 ] || fail "only $ran node tests have mapped op types"
 	return 0

@@ -197,6 +197,22 @@ plain_only() {
 	fi
 }
 
+# valgrind_every N: for a script with too many dlrun runs to take all under
+# valgrind, or (N = 0) whose runs gain nothing from it: called before each
+# case, it lets the 1st, N+1st, 2N+1st... case run under valgrind when
+# DLRUN_VALGRIND is yes and the others plainly; N = 0, called once, runs the
+# rest of the script plainly. The sanitizer build still checks them all.
+_ve_want=$DLRUN_VALGRIND
+_ve_n=0
+valgrind_every() {
+	_ve_n=$((_ve_n + 1))
+	if [ "$1" -gt 0 ] && [ $(((_ve_n - 1) % $1)) = 0 ]; then
+		DLRUN_VALGRIND=$_ve_want
+	else
+		DLRUN_VALGRIND=no
+	fi
+}
+
 # expect_rc N: the last run exited N
 expect_rc() {
 	[ "$rc" = "$1" ] || fail "exit code $rc, expected $1"

@@ -22,7 +22,7 @@ digits=$models/data/digits.npz
 data=$srcdir/tests/data/mpi
 # the one-process runs here are references (train.sh runs that path under
 # valgrind); LeakSanitizer would report Open MPI's own allocations at exit
-DLRUN_VALGRIND=no
+valgrind_every 0
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 export ASAN_OPTIONS
 # we run as root in CI; Open MPI refuses that unless told
