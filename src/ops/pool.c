@@ -429,7 +429,7 @@ static const struct dl_op_desc avg_pool2d_op = {
 	.flags = DL_OP_BWD_NO_OUTPUT,
 };
 
-/* ---- adaptive average pooling ---- */
+/* ---- adaptive pooling (the forward of both; average pooling backward) ---- */
 
 static const struct dl_hp_desc adaptive_hp[] = {
 	{"output_size", DL_HP_INTS, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
@@ -475,7 +475,40 @@ static int adaptive_infer(struct dl_node *n, const struct dl_shape *in,
 static int64_t ad_start(int64_t i, int64_t O, int64_t L) { return i * L / O; }
 static int64_t ad_end(int64_t i, int64_t O, int64_t L) { return ((i + 1) * L + O - 1) / O; }
 
-static void adaptive_forward(float *y, const float *x, const struct pgeom *g)
+/* The mean of the window [h0, h1) x [w0, w1) of the plane x [H, W]. */
+static float window_mean(const float *x, int64_t W, int64_t h0, int64_t h1,
+			 int64_t w0, int64_t w1)
+{
+	float s = 0.0f;
+	for (int64_t ih = h0; ih < h1; ih++)
+		for (int64_t iw = w0; iw < w1; iw++)
+			s += x[ih * W + iw];
+	return s / (float)((h1 - h0) * (w1 - w0));
+}
+
+/* The cell of the window [h0, h1) x [w0, w1) of the plane x [H, W] that
+ * holds its maximum, as PyTorch's adaptive max pool picks it: scanning row
+ * by row, a cell replaces the best when larger or NaN (so the first of
+ * ties, the last NaN). */
+static int64_t window_argmax(const float *x, int64_t W, int64_t h0, int64_t h1,
+			     int64_t w0, int64_t w1)
+{
+	int64_t best = h0 * W + w0;
+	float m = -INFINITY;
+	for (int64_t ih = h0; ih < h1; ih++)
+		for (int64_t iw = w0; iw < w1; iw++) {
+			float v = x[ih * W + iw];
+			if (v > m || isnan(v)) {
+				m = v;
+				best = ih * W + iw;
+			}
+		}
+	return best;
+}
+
+/* y [N C, OH, OW] = the mean (max: the maximum) of each adaptive window
+ * of x [N C, H, W] */
+static void adaptive_forward(float *y, const float *x, const struct pgeom *g, int max)
 {
 	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
 	#pragma omp parallel for schedule(static) if (np * in_plane > PAR_MIN)
@@ -486,11 +519,8 @@ static void adaptive_forward(float *y, const float *x, const struct pgeom *g)
 			int64_t h0 = ad_start(oh, g->OH, g->H), h1 = ad_end(oh, g->OH, g->H);
 			for (int64_t ow = 0; ow < g->OW; ow++) {
 				int64_t w0 = ad_start(ow, g->OW, g->W), w1 = ad_end(ow, g->OW, g->W);
-				float s = 0.0f;
-				for (int64_t ih = h0; ih < h1; ih++)
-					for (int64_t iw = w0; iw < w1; iw++)
-						s += xp[ih * g->W + iw];
-				yp[oh * g->OW + ow] = s / (float)((h1 - h0) * (w1 - w0));
+				yp[oh * g->OW + ow] = max ? xp[window_argmax(xp, g->W, h0, h1, w0, w1)]
+							  : window_mean(xp, g->W, h0, h1, w0, w1);
 			}
 		}
 	}
@@ -522,7 +552,7 @@ static void adaptive_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	struct pgeom g;
 	(void)ctx;
 	adaptive_geometry(n, &in[0].shape, &g, NULL);
-	adaptive_forward(out->data, in[0].data, &g);
+	adaptive_forward(out->data, in[0].data, &g, 0);
 }
 
 static void adaptive_op_backward(struct dl_node *n, const struct dl_tensor *in,
@@ -559,43 +589,6 @@ static const struct dl_op_desc adaptive_avg_pool2d_op = {
 
 /* ---- adaptive max pooling ---- */
 
-/* The cell of the window [h0, h1) x [w0, w1) of the plane x [H, W] that
- * holds its maximum, as PyTorch's adaptive max pool picks it: scanning row
- * by row, a cell replaces the best when larger or NaN (so the first of
- * ties, the last NaN). */
-static int64_t window_argmax(const float *x, int64_t W, int64_t h0, int64_t h1,
-			     int64_t w0, int64_t w1)
-{
-	int64_t best = h0 * W + w0;
-	float m = -INFINITY;
-	for (int64_t ih = h0; ih < h1; ih++)
-		for (int64_t iw = w0; iw < w1; iw++) {
-			float v = x[ih * W + iw];
-			if (v > m || isnan(v)) {
-				m = v;
-				best = ih * W + iw;
-			}
-		}
-	return best;
-}
-
-static void adaptive_max_forward(float *y, const float *x, const struct pgeom *g)
-{
-	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
-	#pragma omp parallel for schedule(static) if (np * in_plane > PAR_MIN)
-	for (int64_t p = 0; p < np; p++) {
-		const float *xp = x + p * in_plane;
-		float *yp = y + p * out_plane;
-		for (int64_t oh = 0; oh < g->OH; oh++) {
-			int64_t h0 = ad_start(oh, g->OH, g->H), h1 = ad_end(oh, g->OH, g->H);
-			for (int64_t ow = 0; ow < g->OW; ow++) {
-				int64_t w0 = ad_start(ow, g->OW, g->W), w1 = ad_end(ow, g->OW, g->W);
-				yp[oh * g->OW + ow] = xp[window_argmax(xp, g->W, h0, h1, w0, w1)];
-			}
-		}
-	}
-}
-
 /* dx += dy routed to each window's argmax */
 static void adaptive_max_backward(float *dx, const float *dy, const float *x,
 				  const struct pgeom *g)
@@ -622,7 +615,7 @@ static void adaptive_max_op_forward(struct dl_node *n, const struct dl_tensor *i
 	struct pgeom g;
 	(void)ctx;
 	adaptive_geometry(n, &in[0].shape, &g, NULL);
-	adaptive_max_forward(out->data, in[0].data, &g);
+	adaptive_forward(out->data, in[0].data, &g, 1);
 }
 
 static void adaptive_max_op_backward(struct dl_node *n, const struct dl_tensor *in,
