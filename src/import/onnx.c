@@ -474,13 +474,14 @@ static void module_path(const char *name, char *buf, size_t size, const char **o
 	}
 }
 
-/* The entry name for node n: the PyTorch module path when it has one
- * (the parameters' initializer names when they are PyTorch's), else the
- * node's own name; suffix distinguishes the entries of one node. */
-static char *node_entry_name(struct imp *im, const Onnx__NodeProto *n,
-			     const char *pname, const char *suffix)
+/* The name an entry for node n starts from, before uniquifying, into
+ * name[size]: the PyTorch module path when it has one (the parameters'
+ * initializer names when they are PyTorch's), else the node's own name;
+ * suffix distinguishes the entries of one node. */
+static void base_name(const Onnx__NodeProto *n, const char *pname, const char *suffix,
+		      char *name, size_t size)
 {
-	char path[256], name[300];
+	char path[256];
 	const char *op = NULL;
 	if (pname) {
 		snprintf(path, sizeof path, "%s", pname);
@@ -497,30 +498,24 @@ static char *node_entry_name(struct imp *im, const Onnx__NodeProto *n,
 		for (char *c = path; *c; c++)
 			*c = (char)tolower((unsigned char)*c);
 	}
-	snprintf(name, sizeof name, "%s%s%s", path, suffix ? "_" : "", suffix ? suffix : "");
+	snprintf(name, size, "%s%s%s", path, suffix ? "_" : "", suffix ? suffix : "");
+}
+
+/* The entry name for node n (base_name, made unique and recorded). */
+static char *node_entry_name(struct imp *im, const Onnx__NodeProto *n,
+			     const char *pname, const char *suffix)
+{
+	char name[300];
+	base_name(n, pname, suffix, name, sizeof name);
 	return claim_name(im, name);
 }
 
-/* The name node_entry_name would start from, before uniquifying. */
+/* The name node_entry_name would start from, before uniquifying (the
+ * caller frees it). */
 static char *node_base_name(const Onnx__NodeProto *n, const char *pname, const char *suffix)
 {
-	char path[256], name[300];
-	const char *op = NULL;
-	if (pname) {
-		snprintf(path, sizeof path, "%s", pname);
-	} else if (n && n->name && *n->name) {
-		module_path(n->name, path, sizeof path, &op);
-		if (path[0] == 0 && op) {
-			snprintf(path, sizeof path, "%s", op);
-			for (char *c = path; *c; c++)
-				*c = (char)tolower((unsigned char)*c);
-		}
-	} else {
-		snprintf(path, sizeof path, "%s", n ? n->op_type : "entry");
-		for (char *c = path; *c; c++)
-			*c = (char)tolower((unsigned char)*c);
-	}
-	snprintf(name, sizeof name, "%s%s%s", path, suffix ? "_" : "", suffix ? suffix : "");
+	char name[300];
+	base_name(n, pname, suffix, name, sizeof name);
 	return strdup(name);
 }
 
