@@ -115,6 +115,23 @@ case("conv2d_depthwise_dil_pairs", "conv2d", [2, 3, 8, 9], out_channels=3,
      kernel_size=3, groups=3, dilation=[2, 1], padding=[[2, 0], [0, 3]])
 case("conv2d_depthwise_narrow", "conv2d", [1, 2, 4, 2], out_channels=2,
      kernel_size=3, groups=2, padding=1)
+# depthwise on padded planes (equal strides; src/ops/conv.c): odd sizes,
+# several output channels per input channel, an input row and column no
+# window reads, batch 1, 1D; unequal strides keep the row-wise kernels
+case("conv2d_depthwise_s1_mult", "conv2d", [2, 3, 7, 9], out_channels=6,
+     kernel_size=[3, 5], groups=3, padding=[[1, 0], [2, 2]], dilation=[2, 1])
+case("conv2d_depthwise_s2_trailing", "conv2d", [3, 4, 10, 9],
+     out_channels=4, kernel_size=3, groups=4, stride=2, bias=False)
+case("conv2d_depthwise_s3_k5_b1", "conv2d", [1, 5, 13, 11], out_channels=5,
+     kernel_size=5, groups=5, stride=3, padding=2)
+case("conv2d_depthwise_wide", "conv2d", [2, 3, 5, 37], out_channels=3,
+     kernel_size=3, groups=3, padding=1)
+case("conv2d_depthwise_big", "conv2d", [1, 2, 67, 70], out_channels=2,
+     kernel_size=3, groups=2, padding=1, bias=False)
+case("conv2d_depthwise_sh_sw", "conv2d", [2, 3, 9, 8], out_channels=3,
+     kernel_size=3, groups=3, stride=[2, 1], padding=1)
+case("conv1d_depthwise_s1", "conv1d", [3, 6, 17], out_channels=6,
+     kernel_size=5, groups=6, padding=2)
 case("conv2d_pointwise", "conv2d", [2, 5, 4, 3], out_channels=3,
      kernel_size=1)
 case("conv2d_pointwise_s2", "conv2d", [2, 4, 5, 5], out_channels=3,
