@@ -657,10 +657,13 @@ START_TEST(test_conv_team_invariant)
 		"out_channels: 8, kernel_size: 1",                             /* pointwise */
 		"out_channels: 8, kernel_size: 4, stride: 2, padding: 1",      /* transposed */
 		"out_channels: 96, kernel_size: 3, padding: 1",                /* split GEMM */
+		"out_channels: 64, kernel_size: 3, padding: 1, groups: 64",    /* depthwise */
+		"out_channels: 128, kernel_size: 3, stride: 2, padding: 1, groups: 64",
 	};
-	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv_transpose2d", "conv2d"};
+	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv_transpose2d", "conv2d",
+			     "conv2d", "conv2d"};
 	int keep = dl_threads();
-	for (int t = 0; t < 5; t++) {
+	for (int t = 0; t < 7; t++) {
 		struct harness h[2];
 		int64_t d[4] = {5, 64, 29, 27};
 		struct dl_shape xs = dl_shape_make(4, d);

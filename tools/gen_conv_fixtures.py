@@ -31,7 +31,6 @@ Run with Debian's python3-torch: /usr/bin/python3 tools/gen_conv_fixtures.py
 import argparse
 import math
 import os
-import shutil
 import sys
 import zlib
 
@@ -43,11 +42,15 @@ import torch.nn.functional as F
 CASES = []
 
 
-def case(name, op, x, train=False, distinct=False, **hp):
+def case(name, op, x, train=False, distinct=False, ties=False, **hp):
     """x: input shape; distinct: inputs spaced apart so that finite
-    differences never flip a max-pool window's winner."""
+    differences never flip a max-pool window's winner; ties: integers in
+    [-1, 1], so that windows hold tied maxima (PyTorch routes the gradient
+    to the first; the name must end in _ties, which tests/check_conv.c
+    leaves out of its finite differences)."""
+    assert not ties or name.endswith("_ties")
     CASES.append(dict(name=name, op=op, x=x, train=train, distinct=distinct,
-                      hp=hp))
+                      ties=ties, hp=hp))
 
 
 def yaml_value(v):
@@ -112,6 +115,23 @@ case("conv2d_depthwise_dil_pairs", "conv2d", [2, 3, 8, 9], out_channels=3,
      kernel_size=3, groups=3, dilation=[2, 1], padding=[[2, 0], [0, 3]])
 case("conv2d_depthwise_narrow", "conv2d", [1, 2, 4, 2], out_channels=2,
      kernel_size=3, groups=2, padding=1)
+# depthwise on padded planes (equal strides; src/ops/conv.c): odd sizes,
+# several output channels per input channel, an input row and column no
+# window reads, batch 1, 1D; unequal strides keep the row-wise kernels
+case("conv2d_depthwise_s1_mult", "conv2d", [2, 3, 7, 9], out_channels=6,
+     kernel_size=[3, 5], groups=3, padding=[[1, 0], [2, 2]], dilation=[2, 1])
+case("conv2d_depthwise_s2_trailing", "conv2d", [3, 4, 10, 9],
+     out_channels=4, kernel_size=3, groups=4, stride=2, bias=False)
+case("conv2d_depthwise_s3_k5_b1", "conv2d", [1, 5, 13, 11], out_channels=5,
+     kernel_size=5, groups=5, stride=3, padding=2)
+case("conv2d_depthwise_wide", "conv2d", [2, 3, 5, 37], out_channels=3,
+     kernel_size=3, groups=3, padding=1)
+case("conv2d_depthwise_big", "conv2d", [1, 2, 67, 70], out_channels=2,
+     kernel_size=3, groups=2, padding=1, bias=False)
+case("conv2d_depthwise_sh_sw", "conv2d", [2, 3, 9, 8], out_channels=3,
+     kernel_size=3, groups=3, stride=[2, 1], padding=1)
+case("conv1d_depthwise_s1", "conv1d", [3, 6, 17], out_channels=6,
+     kernel_size=5, groups=6, padding=2)
 case("conv2d_pointwise", "conv2d", [2, 5, 4, 3], out_channels=3,
      kernel_size=1)
 case("conv2d_pointwise_s2", "conv2d", [2, 4, 5, 5], out_channels=3,
@@ -165,6 +185,23 @@ case("max_pool2d_same", "max_pool2d", [1, 2, 7, 6], distinct=True,
      kernel_size=3, stride=2, padding="same")
 case("max_pool2d_stride_gt_kernel", "max_pool2d", [1, 2, 9, 10],
      distinct=True, kernel_size=2, stride=3)
+# max pooling with every window inside the input (the gathered path of
+# src/ops/pool.c): odd sizes, ties, overlapping windows, planes of more
+# than one chunk of 1024 outputs
+case("max_pool2d_inside_odd", "max_pool2d", [3, 5, 9, 11], distinct=True,
+     kernel_size=2)
+case("max_pool2d_inside_b1", "max_pool2d", [1, 3, 8, 10], distinct=True,
+     kernel_size=[2, 3])
+case("max_pool2d_inside_dil", "max_pool2d", [2, 3, 11, 13], distinct=True,
+     kernel_size=3, stride=2, dilation=[1, 2])
+case("max_pool2d_inside_chunks", "max_pool2d", [2, 1, 70, 66],
+     distinct=True, kernel_size=2)
+case("max_pool2d_inside_ties", "max_pool2d", [3, 4, 8, 9], ties=True,
+     kernel_size=2)
+case("max_pool2d_inside_overlap_ties", "max_pool2d", [2, 3, 9, 7],
+     ties=True, kernel_size=3, stride=1)
+case("max_pool1d_inside_ties", "max_pool1d", [2, 3, 13], ties=True,
+     kernel_size=3, stride=2)
 # average pooling
 case("avg_pool1d_basic", "avg_pool1d", [2, 3, 9], kernel_size=3, stride=2)
 case("avg_pool1d_ceil_pad", "avg_pool1d", [2, 2, 10], kernel_size=3,
@@ -469,7 +506,9 @@ def f32(rng, shape, lo=-1.0, hi=1.0):
 def run_case(c):
     rng = np.random.Generator(np.random.PCG64(zlib.crc32(c["name"].encode())))
     xs = c["x"]
-    if c["distinct"]:
+    if c["ties"]:
+        x = rng.integers(-1, 2, size=xs).astype(np.float32)
+    elif c["distinct"]:
         n = int(np.prod(xs))
         x = ((rng.permutation(n) - n / 2) * (2.0 / n)).astype(np.float32)
         x = x.reshape(xs)
@@ -546,9 +585,11 @@ def main():
                     default=os.path.join(here, "..", "tests", "data", "conv"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    if os.path.isdir(args.out):
-        shutil.rmtree(args.out)
-    os.makedirs(args.out)
+    # only the generated files go: gradcheck/ beside them is written by hand
+    os.makedirs(args.out, exist_ok=True)
+    for f in os.listdir(args.out):
+        if f.endswith(".npy") or f == "cases.txt":
+            os.remove(os.path.join(args.out, f))
     lines = []
     for c in CASES:
         arrays = run_case(c)

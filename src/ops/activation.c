@@ -21,8 +21,13 @@ static void relu_backward(float *dinp, const float *dout, const float *inp,
 			  int64_t n)
 {
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
-	for (int64_t i = 0; i < n; i++)
-		dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+	for (int64_t i = 0; i < n; i++) {
+		/* both loads unconditional, so the select is a mask and the
+		 * loop vectorises (a conditional load of dout compiled to a
+		 * scalar branch on the sign of the data) */
+		float g = dout[i];
+		dinp[i] += inp[i] > 0.0f ? g : 0.0f;
+	}
 }
 
 static void leaky_relu_forward(float *out, const float *inp, float slope,
@@ -37,8 +42,10 @@ static void leaky_relu_backward(float *dinp, const float *dout,
 				const float *inp, float slope, int64_t n)
 {
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
-	for (int64_t i = 0; i < n; i++)
-		dinp[i] += inp[i] > 0.0f ? dout[i] : dout[i] * slope;
+	for (int64_t i = 0; i < n; i++) {
+		float g = dout[i];
+		dinp[i] += inp[i] > 0.0f ? g : g * slope;
+	}
 }
 
 static void tanh_forward(float *out, const float *inp, int64_t n)
@@ -175,8 +182,10 @@ static void relu_squared_backward(float *dinp, const float *dout,
 				  const float *inp, int64_t n)
 {
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
-	for (int64_t i = 0; i < n; i++)
-		dinp[i] += inp[i] > 0.0f ? 2.0f * inp[i] * dout[i] : 0.0f;
+	for (int64_t i = 0; i < n; i++) {
+		float x = inp[i], g = dout[i];
+		dinp[i] += x > 0.0f ? 2.0f * x * g : 0.0f;
+	}
 }
 
 /* relu6 = hardtanh(x, 0, 6); its gradient is 0 at and outside the bounds,

@@ -420,54 +420,298 @@ DL_CLONES static void dw_plane_backward(float *restrict dx, float *restrict dw,
 	}
 }
 
+/* Depthwise convolutions on zero-padded planes, for equal strides s along
+ * H and W. The input plane is padded to rows of Wp (every tap of every
+ * output inside); outputs are computed on a widened grid of OH rows of Wp
+ * (the columns beyond OW are dropped, or carry a zero gradient), whose
+ * cell q = oh Wp + ow reads padded cell s q + i dh Wp + j dw for tap
+ * (i, j). So each tap is one flat pass over the plane, vectorised end to
+ * end: the row-wise kernels ran kh kw loops of OW per output row (12 in
+ * MobileNet's blocks), mostly in their scalar remainders, and backward
+ * reduced a dot product per row and tap. The flat length Q is rounded up
+ * to a multiple of DW_LANES, so no pass has a remainder. */
+static int thread_id(void);
+static int team_of(int nt);
+
+#define DW_LANES 16
+
+static int dw_padded(const struct geom *g)
+{
+	return g->sh == g->sw;
+}
+
+/* Row length of the padded plane: every tap, and every input column
+ * before the last one a tap reads */
+static int64_t dw_pad_w(const struct geom *g)
+{
+	return (g->OW - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+}
+
+/* Cells of the widened output grid, rounded up to whole vectors */
+static int64_t dw_q(const struct geom *g)
+{
+	int64_t q = g->OH * dw_pad_w(g);
+	return (q + DW_LANES - 1) / DW_LANES * DW_LANES;
+}
+
+/* Floats of a padded plane: what the last cell's last tap reads */
+static int64_t dw_pad_plane(const struct geom *g)
+{
+	return g->sw * dw_q(g) + (g->kh - 1) * g->dh * dw_pad_w(g) + (g->kw - 1) * g->dw + 1;
+}
+
+/* Backward keeps the weight gradient of each tap as Q partial sums over
+ * the batch, reduced once per channel, while that fits in L1 (below,
+ * a dot product per plane and tap amortises its reduction) */
+#define DW_PART_FLOATS 4096
+
+static int dw_partials(const struct geom *g)
+{
+	return dw_q(g) <= DW_PART_FLOATS;
+}
+
+/* Scratch per thread: the padded input xp, its gradient dxp (backward) or
+ * the widened output (forward), the widened dy, the partial sums of the
+ * channel's output channels */
+static int64_t dw_slot(const struct geom *g)
+{
+	if (!dw_padded(g))
+		return 0;
+	return 2 * dw_pad_plane(g) + dw_q(g) +
+	       (dw_partials(g) ? g->OC / g->C * g->kh * g->kw * dw_q(g) : 0);
+}
+
+/* The input rows and columns that lie in the padded plane: [0, *h) and
+ * [0, *w) */
+static void dw_pad_extent(const struct geom *g, int64_t *h, int64_t *w)
+{
+	int64_t Wp = dw_pad_w(g);
+	int64_t rows = (g->OH - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+	*h = rows - g->ph < g->H ? rows - g->ph : g->H;
+	*w = Wp - g->pw < g->W ? Wp - g->pw : g->W;
+}
+
+/* xp = x [H, W] placed at (ph, pw), zero elsewhere */
+static void dw_pad_in(float *restrict xp, const float *restrict x,
+		      const struct geom *g)
+{
+	int64_t Wp = dw_pad_w(g), h, w;
+	dw_pad_extent(g, &h, &w);
+	memset(xp, 0, (size_t)dw_pad_plane(g) * sizeof *xp);
+	for (int64_t ih = 0; ih < h && w > 0; ih++)
+		memcpy(xp + (ih + g->ph) * Wp + g->pw, x + ih * g->W,
+		       (size_t)w * sizeof *xp);
+}
+
+/* Over the padded plane, per tap t: the weight gradient's partial sums
+ * part[t Q + q] += dyw[q] xp[s q + shift] (part NULL: dw[t] += their sum
+ * directly), and (dxp not NULL) dxp[s q + shift] += w[t] dyw[q]. */
+DL_CLONES static void dw_padded_taps(float *restrict part, float *restrict dw,
+				     float *restrict dxp,
+				     const float *restrict dyw,
+				     const float *restrict xp,
+				     const float *restrict w,
+				     const struct geom *g)
+{
+	int64_t Wp = dw_pad_w(g), Q = dw_q(g), st = g->sw;
+	for (int64_t i = 0; i < g->kh; i++)
+		for (int64_t j = 0; j < g->kw; j++) {
+			int64_t t = i * g->kw + j, off = i * g->dh * Wp + j * g->dw;
+			const float *restrict xs = xp + off;
+			if (part) {
+				float *restrict pt = part + t * Q;
+				if (st == 1) {
+					#pragma omp simd
+					for (int64_t q = 0; q < Q; q++)
+						pt[q] += dyw[q] * xs[q];
+				} else {
+					#pragma omp simd
+					for (int64_t q = 0; q < Q; q++)
+						pt[q] += dyw[q] * xs[q * st];
+				}
+			} else if (dw) {
+				float acc = 0.0f;
+				if (st == 1) {
+					#pragma omp simd reduction(+:acc)
+					for (int64_t q = 0; q < Q; q++)
+						acc += dyw[q] * xs[q];
+				} else {
+					#pragma omp simd reduction(+:acc)
+					for (int64_t q = 0; q < Q; q++)
+						acc += dyw[q] * xs[q * st];
+				}
+				dw[t] += acc;
+			}
+			if (dxp) {
+				float *restrict ds = dxp + off;
+				float wv = w[t];
+				if (st == 1) {
+					#pragma omp simd
+					for (int64_t q = 0; q < Q; q++)
+						ds[q] += wv * dyw[q];
+				} else {
+					#pragma omp simd
+					for (int64_t q = 0; q < Q; q++)
+						ds[q * st] += wv * dyw[q];
+				}
+			}
+		}
+}
+
+/* yw [Q] = b + sum over taps of w[t] xp[s q + shift]: the forward on the
+ * padded plane, tap by tap. The sums run in the row-wise kernels' order:
+ * b, then the taps row by row. */
+DL_CLONES static void dw_padded_forward(float *restrict yw,
+					const float *restrict xp,
+					const float *restrict w, float b,
+					const struct geom *g)
+{
+	int64_t Wp = dw_pad_w(g), Q = dw_q(g), st = g->sw;
+	#pragma omp simd
+	for (int64_t q = 0; q < Q; q++)
+		yw[q] = b;
+	for (int64_t i = 0; i < g->kh; i++)
+		for (int64_t j = 0; j < g->kw; j++) {
+			const float *restrict xs = xp + i * g->dh * Wp + j * g->dw;
+			float wv = w[i * g->kw + j];
+			if (st == 1) {
+				#pragma omp simd
+				for (int64_t q = 0; q < Q; q++)
+					yw[q] += wv * xs[q];
+			} else {
+				#pragma omp simd
+				for (int64_t q = 0; q < Q; q++)
+					yw[q] += wv * xs[q * st];
+			}
+		}
+}
+
+/* The padded forward pays for the copy into the padded plane and (at
+ * stride 2) for the columns it drops; it wins on planes of short rows,
+ * where the row-wise kernels spend their time in loop remainders, and
+ * its passes over the plane stay in L1 */
+#define DW_PAD_FWD_FLOATS 4096
+
+static int dw_padded_fwd(const struct geom *g)
+{
+	return dw_padded(g) && g->OW < 32 && dw_q(g) <= DW_PAD_FWD_FLOATS;
+}
+
 /* y [N, OC, OH, OW] from x [N, C, H, W], w [OC, 1, kh, kw], b [OC] or NULL;
- * output channel oc reads input channel oc / (OC / C). */
+ * output channel oc reads input channel oc / (OC / C). ws: nt slots of
+ * dw_slot floats (NULL: the row-wise kernels). */
 static void depthwise_forward(float *y, const float *x, const float *w,
-			      const float *b, const struct geom *g,
-			      const struct dl_epilogue *e, const float *res)
+			      const float *b, float *ws, const struct geom *g,
+			      int nt, const struct dl_epilogue *e, const float *res)
 {
 	int64_t mult = g->OC / g->C, planes = g->N * g->OC;
 	int64_t in_plane = g->H * g->W, out_plane = g->OH * g->OW;
 	int fast3 = g->kh == 3 && g->kw == 3 && g->sw == 1 && g->dw == 1;
-	#pragma omp parallel for schedule(static) if (planes * out_plane > 16384)
+	int padded = ws && dw_padded_fwd(g);
+	int64_t slot = dw_slot(g), Wp = dw_pad_w(g);
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1 && planes * out_plane > 16384)
 	for (int64_t p = 0; p < planes; p++) {
 		int64_t nn = p / g->OC, oc = p % g->OC;
 		float *yp = y + p * out_plane;
-		const float *xp = x + (nn * g->C + oc / mult) * in_plane;
+		const float *xc = x + (nn * g->C + oc / mult) * in_plane;
 		const float *wp = w + oc * g->kh * g->kw;
-		if (fast3)
-			dw3x3_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
-		else
-			dw_plane_forward(yp, xp, wp, b ? b[oc] : 0.0f, g);
+		if (padded) {
+			float *xp = ws + thread_id() * slot, *yw = xp + dw_pad_plane(g);
+			dw_pad_in(xp, xc, g);
+			dw_padded_forward(yw, xp, wp, b ? b[oc] : 0.0f, g);
+			for (int64_t oh = 0; oh < g->OH; oh++)
+				memcpy(yp + oh * g->OW, yw + oh * Wp, (size_t)g->OW * sizeof *yp);
+		} else if (fast3) {
+			dw3x3_plane_forward(yp, xc, wp, b ? b[oc] : 0.0f, g);
+		} else {
+			dw_plane_forward(yp, xc, wp, b ? b[oc] : 0.0f, g);
+		}
 		if (e)
 			dl_epilogue_row(e, yp, res ? res + p * out_plane : NULL, oc, out_plane);
 	}
 }
 
+/* dw[t] += the sum of part[t Q .. t Q + Q) for each of the K taps */
+DL_CLONES static void dw_reduce_partials(float *restrict dw, const float *restrict part,
+					 int64_t K, int64_t Q)
+{
+	for (int64_t t = 0; t < K; t++) {
+		float acc = 0.0f;
+		#pragma omp simd reduction(+:acc)
+		for (int64_t q = 0; q < Q; q++)
+			acc += part[t * Q + q];
+		dw[t] += acc;
+	}
+}
+
 static void depthwise_backward(float *dx, float *dw, float *db,
 			       const float *dy, const float *x, const float *w,
-			       const struct geom *g)
+			       float *ws, const struct geom *g, int nt)
 {
 	int64_t mult = g->OC / g->C, K = g->kh * g->kw;
 	int64_t in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	int padded = dw_padded(g) && ws;
+	int64_t slot = dw_slot(g), Wp = dw_pad_w(g), Q = dw_q(g);
+	int parts = padded && dw && dw_partials(g);
 	/* Parallel over input channels: each owns its dx planes and the
-	 * weights of its `mult` output channels, so nothing is shared. */
-	#pragma omp parallel for schedule(static) if (g->N * g->OC * out_plane > 16384)
-	for (int64_t c = 0; c < g->C; c++)
-		for (int64_t oc = c * mult; oc < (c + 1) * mult; oc++) {
-			float bacc = 0.0f;
-			for (int64_t nn = 0; nn < g->N; nn++) {
-				const float *dyp = dy + (nn * g->OC + oc) * out_plane;
-				dw_plane_backward(dx ? dx + (nn * g->C + c) * in_plane : NULL,
-						  dw ? dw + oc * K : NULL, dyp,
-						  x + (nn * g->C + c) * in_plane, w + oc * K, g);
-				if (db)
-					for (int64_t q = 0; q < out_plane; q++)
-						bacc += dyp[q];
+	 * weights of its `mult` output channels, so nothing is shared, and
+	 * each channel's sums run in one order whatever the team. */
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1 && g->N * g->OC * out_plane > 16384)
+	for (int64_t c = 0; c < g->C; c++) {
+		float *xp = padded ? ws + thread_id() * slot : NULL;
+		float *dxp = padded ? xp + dw_pad_plane(g) : NULL;
+		float *dyw = padded ? dxp + dw_pad_plane(g) : NULL;
+		float *part = parts ? dyw + Q : NULL;
+		if (padded)
+			memset(dyw, 0, (size_t)Q * sizeof *dyw);
+		if (part)
+			memset(part, 0, (size_t)(mult * K * Q) * sizeof *part);
+		for (int64_t nn = 0; nn < g->N; nn++) {
+			const float *xc = x + (nn * g->C + c) * in_plane;
+			float *dxc = dx ? dx + (nn * g->C + c) * in_plane : NULL;
+			if (padded) {
+				dw_pad_in(xp, xc, g);
+				if (dxc)
+					memset(dxp, 0, (size_t)dw_pad_plane(g) * sizeof *dxp);
 			}
-			if (db)
-				db[oc] += bacc;
+			for (int64_t oc = c * mult; oc < (c + 1) * mult; oc++) {
+				const float *dyp = dy + (nn * g->OC + oc) * out_plane;
+				if (db) {
+					float s = 0.0f;
+					for (int64_t q = 0; q < out_plane; q++)
+						s += dyp[q];
+					db[oc] += s;
+				}
+				if (!padded) {
+					dw_plane_backward(dxc, dw ? dw + oc * K : NULL, dyp, xc,
+							  w + oc * K, g);
+					continue;
+				}
+				/* the columns beyond OW (and cells beyond OH Wp)
+				 * stay 0 from the memset above */
+				for (int64_t oh = 0; oh < g->OH; oh++)
+					memcpy(dyw + oh * Wp, dyp + oh * g->OW,
+					       (size_t)g->OW * sizeof *dyw);
+				dw_padded_taps(part ? part + (oc - c * mult) * K * Q : NULL,
+					       dw ? dw + oc * K : NULL, dxc ? dxp : NULL,
+					       dyw, xp, w + oc * K, g);
+			}
+			/* dx [H, W] += dxp, the cells that lie in the padded plane */
+			if (padded && dxc) {
+				int64_t h, wd;
+				dw_pad_extent(g, &h, &wd);
+				for (int64_t ih = 0; ih < h; ih++) {
+					const float *restrict src = dxp + (ih + g->ph) * Wp + g->pw;
+					float *restrict dst = dxc + ih * g->W;
+					#pragma omp simd
+					for (int64_t iw = 0; iw < wd; iw++)
+						dst[iw] += src[iw];
+				}
+			}
 		}
+		for (int64_t oc = c * mult; part && oc < (c + 1) * mult; oc++)
+			dw_reduce_partials(dw + oc * K, part + (oc - c * mult) * K * Q, K, Q);
+	}
 }
 
 /* ---- GEMM-lowered kernels ---- */
@@ -629,7 +873,7 @@ static int64_t slot_floats(const struct geom *g)
 {
 	int64_t wsize = g->OC * cin_g(g) * g->kh * g->kw;   /* = C OCg kh kw */
 	if (depthwise(g))
-		return 0;
+		return dw_slot(g);
 	if (pointwise(g))
 		return wsize;
 	int64_t bwd = col_rows(g) * tile_of(g) * grid_width(g) + wsize;
@@ -1210,7 +1454,7 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	if (g.transposed)
 		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))
-		depthwise_forward(out->data, in[0].data, w, b, &g, e, res);
+		depthwise_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt, e, res);
 	else
 		conv_forward(out->data, in[0].data, w, wino_kept(n, &g, ctx, nt), b,
 			     ctx->ws, &g, nt, e, res);
@@ -1230,7 +1474,7 @@ static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
 	if (g.transposed)
 		convt_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt);
 	else if (depthwise(&g))
-		depthwise_backward(dx, dw, db, dout, in[0].data, w, &g);
+		depthwise_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt);
 	else
 		conv_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt);
 }

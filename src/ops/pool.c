@@ -4,6 +4,7 @@
  * needs from the input instead of saving indices. 1D ops are the 2D
  * kernels with H = 1. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -224,14 +225,111 @@ DL_CLONES static void maxpool_plane(float *restrict y, const float *restrict x,
 	}
 }
 
+/* ---- max pooling, every window inside the input ---- */
+
+/* No padding and no ceil_mode window hanging off the end (LeNet's and
+ * most classifiers' 2x2 pools), on planes whose offsets fit an int32: the
+ * windows of a plane are walked as one flat run of outputs, each tap a
+ * gather at a fixed offset from the window's first cell. Rows of a few
+ * outputs (14 in LeNet-5) left the row-wise loop mostly in its scalar
+ * remainder, whose select compiled to a branch on the data. */
+static int max_inside(const struct pgeom *g)
+{
+	return g->ph == 0 && g->pw == 0 &&
+	       (g->OH - 1) * g->sh + (g->kh - 1) * g->dh < g->H &&
+	       (g->OW - 1) * g->sw + (g->kw - 1) * g->dw < g->W &&
+	       g->H * g->W < INT32_MAX;
+}
+
+/* Outputs per chunk: offsets, values and arguments of a chunk stay in L1 */
+#define MAX_CHUNK 1024
+
+/* start[k] = offset in the plane of the first cell of window q0 + k */
+static void window_starts(int32_t *start, int64_t q0, int64_t len,
+			  const struct pgeom *g)
+{
+	int64_t oh = q0 / g->OW, ow = q0 % g->OW;
+	for (int64_t k = 0; k < len; k++) {
+		start[k] = (int32_t)(oh * g->sh * g->W + ow * g->sw);
+		if (++ow == g->OW) {
+			ow = 0;
+			oh++;
+		}
+	}
+}
+
+/* m[k] = max of x over window q0 + k of one plane, taps in PyTorch's
+ * order (a tap replaces the running maximum when larger or NaN); arg[k]
+ * (when not NULL) = the winning cell's offset in the plane. */
+DL_CLONES static void maxpool_chunk(float *restrict m, int32_t *restrict arg,
+				    const float *restrict x,
+				    const int32_t *restrict start, int64_t len,
+				    const struct pgeom *g)
+{
+	for (int64_t i = 0; i < g->kh; i++)
+		for (int64_t j = 0; j < g->kw; j++) {
+			int32_t t = (int32_t)(i * g->dh * g->W + j * g->dw);
+			if (i == 0 && j == 0) {
+				#pragma omp simd
+				for (int64_t k = 0; k < len; k++)
+					m[k] = x[start[k]];
+				if (arg)
+					for (int64_t k = 0; k < len; k++)
+						arg[k] = start[k];
+			} else if (arg) {
+				#pragma omp simd
+				for (int64_t k = 0; k < len; k++) {
+					int32_t a = start[k] + t;
+					float v = x[a], c = m[k];
+					int take = (v > c) | (v != v);
+					m[k] = take ? v : c;
+					arg[k] = take ? a : arg[k];
+				}
+			} else {
+				#pragma omp simd
+				for (int64_t k = 0; k < len; k++) {
+					float v = x[start[k] + t], c = m[k];
+					m[k] = (v > c) | (v != v) ? v : c;
+				}
+			}
+		}
+}
+
+/* One plane, forward (dy NULL: y = the maxima) or backward (dx += dy at
+ * each window's argmax). */
+static void maxpool_inside_plane(float *y, float *dx, const float *dy,
+				 const float *x, const struct pgeom *g)
+{
+	int32_t start[MAX_CHUNK], arg[MAX_CHUNK];
+	float m[MAX_CHUNK];
+	int64_t P = g->OH * g->OW;
+	for (int64_t q0 = 0; q0 < P; q0 += MAX_CHUNK) {
+		int64_t len = P - q0 < MAX_CHUNK ? P - q0 : MAX_CHUNK;
+		window_starts(start, q0, len, g);
+		if (!dy) {
+			maxpool_chunk(y + q0, NULL, x, start, len, g);
+			continue;
+		}
+		maxpool_chunk(m, arg, x, start, len, g);
+		for (int64_t k = 0; k < len; k++)
+			dx[arg[k]] += dy[q0 + k];
+	}
+}
+
 /* y [N C, OH, OW] = max over each window of x [N C, H, W] (-inf when a
  * window covers only padding). */
 static void maxpool_forward(float *y, const float *x, const struct pgeom *g)
 {
 	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	int inside = max_inside(g);
 	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
-	for (int64_t p = 0; p < np; p++)
-		maxpool_plane(y + p * out_plane, x + p * in_plane, g);
+	for (int64_t p = 0; p < np; p++) {
+		if (inside)
+			maxpool_inside_plane(y + p * out_plane, NULL, NULL,
+					     x + p * in_plane, g);
+		else
+			maxpool_plane(y + p * out_plane, x + p * in_plane, g);
+	}
 }
 
 /* dx += dy routed to each window's argmax */
@@ -239,11 +337,16 @@ static void maxpool_backward(float *dx, const float *dy, const float *x,
 			     const struct pgeom *g)
 {
 	int64_t np = g->N * g->C, in_plane = g->H * g->W, out_plane = g->OH * g->OW;
+	int inside = max_inside(g);
 	#pragma omp parallel for schedule(static) if (np * out_plane * g->kh * g->kw > PAR_MIN)
 	for (int64_t p = 0; p < np; p++) {
 		const float *xp = x + p * in_plane;
 		const float *dyp = dy + p * out_plane;
 		float *dxp = dx + p * in_plane;
+		if (inside) {
+			maxpool_inside_plane(NULL, dxp, dyp, xp, g);
+			continue;
+		}
 		for (int64_t oh = 0; oh < g->OH; oh++)
 			for (int64_t ow = 0; ow < g->OW; ow++) {
 				int64_t a = max_argmax(xp, g, oh, ow);
