@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "train/optim.h"
+#include "ops/spatial.h"   /* DL_CLONES */
 
 /* Below this many elements a loop runs on one thread. */
 #define PAR_MIN ((size_t)1 << 15)
@@ -197,8 +198,11 @@ static void sgd_range(const struct dl_optim *o, float *p, const float *g,
 	}
 }
 
-/* torch.optim.Adam / AdamW on one range; t is the step after increment. */
-static void adam_range(const struct dl_optim *o, float *p, const float *g,
+/* torch.optim.Adam / AdamW on one range; t is the step after increment.
+ * Vectorised (the mode tests are uniform, so they become selects of
+ * values computed exactly as the scalar code does; sqrt and division are
+ * correctly rounded in every lane): the same bits as a scalar loop. */
+DL_CLONES static void adam_range(const struct dl_optim *o, float *p, const float *g,
 		       float *m, float *v, size_t len, double lr)
 {
 	const struct dl_optim_config *c = &o->cfg;
@@ -216,7 +220,7 @@ static void adam_range(const struct dl_optim *o, float *p, const float *g,
 	const float neg_step = (float)-(lr / bc1);
 	const float bc2_sqrt = (float)sqrt(bc2);
 	const float eps = (float)c->eps;
-#pragma omp parallel for schedule(static) if (len >= PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (len >= PAR_MIN)
 	for (size_t i = 0; i < len; i++) {
 		float pi = p[i], d = g[i];
 		if (adamw)
