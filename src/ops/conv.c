@@ -725,25 +725,35 @@ DL_CLONES static void wino_weights2(float *restrict U, const float *restrict w,
 	for (int64_t oc = 0; oc < OC; oc++)
 		for (int64_t c0 = 0; c0 < Cg; c0 += WINO_WB) {
 			int64_t n = Cg - c0 < WINO_WB ? Cg - c0 : WINO_WB;
-			float q[9 * WINO_WB];
+			float q[9 * WINO_WB], t[12 * WINO_WB];
 			wino_taps(q, w + (oc * Cg + c0) * 9, n);
-			float *restrict u = U + oc * Cg + c0;
-			#pragma omp simd
-			for (int64_t c = 0; c < n; c++) {
-				float t[4][3];
-				for (int j = 0; j < 3; j++) {
-					float k0 = q[j * WINO_WB + c], k1 = q[(3 + j) * WINO_WB + c];
-					float k2 = q[(6 + j) * WINO_WB + c];
-					t[0][j] = k0;
-					t[1][j] = 0.5f * (k0 + k1 + k2);
-					t[2][j] = 0.5f * (k0 - k1 + k2);
-					t[3][j] = k2;
+			/* t[j, i] = (G w)[i, j]: G times each column j of the kernel */
+			for (int j = 0; j < 3; j++) {
+				const float *restrict a = q + j * WINO_WB, *restrict b = q + (3 + j) * WINO_WB;
+				const float *restrict d = q + (6 + j) * WINO_WB;
+				float *restrict r = t + 4 * j * WINO_WB;
+				#pragma omp simd
+				for (int64_t c = 0; c < n; c++) {
+					r[c] = a[c];
+					r[WINO_WB + c] = 0.5f * (a[c] + b[c] + d[c]);
+					r[2 * WINO_WB + c] = 0.5f * (a[c] - b[c] + d[c]);
+					r[3 * WINO_WB + c] = d[c];
 				}
-				for (int i = 0; i < 4; i++) {
-					u[(4 * i) * cs + c] = t[i][0];
-					u[(4 * i + 1) * cs + c] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-					u[(4 * i + 2) * cs + c] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-					u[(4 * i + 3) * cs + c] = t[i][2];
+			}
+			/* U[4 i + l] = (G w G^T)[i, l]: G times each row i of G w */
+			for (int i = 0; i < 4; i++) {
+				const float *restrict a = t + i * WINO_WB;
+				const float *restrict b = t + (4 + i) * WINO_WB;
+				const float *restrict d = t + (8 + i) * WINO_WB;
+				float *restrict u0 = U + (4 * i) * cs + oc * Cg + c0;
+				float *restrict u1 = u0 + cs, *restrict u2 = u0 + 2 * cs;
+				float *restrict u3 = u0 + 3 * cs;
+				#pragma omp simd
+				for (int64_t c = 0; c < n; c++) {
+					u0[c] = a[c];
+					u1[c] = 0.5f * (a[c] + b[c] + d[c]);
+					u2[c] = 0.5f * (a[c] - b[c] + d[c]);
+					u3[c] = d[c];
 				}
 			}
 		}
@@ -808,22 +818,27 @@ static void wino_weights(float *U, const float *w, const struct geom *g, int nt)
 }
 
 /* Rows ih0 .. ih0 + n - 1 of the plane xc [H, W], zero-padded: pad
- * [n, L], pad[r, k] = xc[ih0 + r, k - pw], 0 outside the plane. */
-static void wino_pad_rows(float *restrict pad, const float *restrict xc,
-			  const struct geom *g, int64_t ih0, int n, int64_t L)
+ * [n, L], pad[r, k] = xc[ih0 + r, k - pw], 0 outside the plane. A select
+ * per float, vectorised (memset and memcpy calls on rows this short,
+ * 18 floats at resnet18's 16x16, cost more than the copy). */
+DL_CLONES static void wino_pad_rows(float *restrict pad, const float *restrict xc,
+				    const struct geom *g, int64_t ih0, int n, int64_t L)
 {
 	int64_t W = g->W, pw = g->pw;
-	int64_t lo = pw < L ? pw : L, hi = pw + W < L ? pw + W : L;
 	for (int r = 0; r < n; r++) {
 		int64_t ih = ih0 + r;
-		float *pr = pad + r * L;
-		if (ih < 0 || ih >= g->H || hi <= lo) {
-			memset(pr, 0, (size_t)L * sizeof *pr);
+		float *restrict pr = pad + r * L;
+		if (ih < 0 || ih >= g->H) {
+			for (int64_t k = 0; k < L; k++)
+				pr[k] = 0.0f;
 			continue;
 		}
-		memset(pr, 0, (size_t)lo * sizeof *pr);
-		memcpy(pr + lo, xc + ih * W + (lo - pw), (size_t)(hi - lo) * sizeof *pr);
-		memset(pr + hi, 0, (size_t)(L - hi) * sizeof *pr);
+		const float *restrict xr = xc + ih * W;
+		#pragma omp simd
+		for (int64_t k = 0; k < L; k++) {
+			int64_t iw = k - pw;
+			pr[k] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
+		}
 	}
 }
 
