@@ -875,6 +875,46 @@ START_TEST(test_conv_large_reference)
 }
 END_TEST
 
+/* Winograd F(4x4, 3x3) at the most input channels its rule admits
+ * (WINO4_MAX_C, src/ops/conv.c: 128) on resnet-like data (inputs after
+ * batch norm and relu, Kaiming-normal weights), against the float64 sum:
+ * within the fixtures' 1e-5 (measured 5.6e-6 at worst by
+ * tools/bench/wino_error.py, against 1e-5 at 256 channels). 8x8 outputs
+ * at batch 4 take F(4x4); the same channels at batch 1 take F(2x2). */
+START_TEST(test_conv_wino4_accuracy)
+{
+	for (int seed = 0; seed < 3; seed++)
+		for (int64_t n = 1; n <= 4; n += 3) {
+			struct harness h;
+			struct dl_error err = {0};
+			int64_t d[4] = {n, 128, 8, 8};
+			struct dl_shape xs = dl_shape_make(4, d);
+			ck_assert_msg(h_setup(&h, "conv2d", "out_channels: 32, kernel_size: 3, padding: 1",
+					      &xs, 0, &err) == 0, "%s", err.msg);
+			struct dl_rng r;
+			dl_rng_seed(&r, 500 + seed);
+			for (int64_t i = 0; i < h.nx; i++)
+				h.x[i] = dl_rng_uniform(&r) < 0.5 ? 0.0f : (float)fabs(dl_rng_normal(&r));
+			struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+			int64_t nw = dl_shape_numel(&w->shape);
+			for (int64_t j = 0; j < nw; j++)
+				w->data[j] = (float)(dl_rng_normal(&r) * sqrt(2.0 / (9 * 128)));
+			for (int64_t j = 0; j < 32; j++)
+				b->data[j] = (float)(0.1 * dl_rng_normal(&r));
+			h_forward(&h);
+			struct ref rf = {n, 128, 8, 8, 32, 8, 8, 1, 3, 3, 1, 1, 1, 1, 1, 1, 0};
+			double *y = calloc((size_t)h.ny, sizeof(double));
+			ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+			for (int64_t i = 0; i < h.ny; i++)
+				y[i] += b->data[i / 64 % 32];
+			double e = rel_err_d(h.y, y, h.ny);
+			ck_assert_msg(e < 1e-5, "batch %lld, seed %d: y off by %g", (long long)n, seed, e);
+			free(y);
+			h_free(&h);
+		}
+}
+END_TEST
+
 /* A batch of zero samples: empty outputs, no gradients, no crash. */
 START_TEST(test_zero_batch)
 {
@@ -1027,6 +1067,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_team_invariant);
 	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_large_reference);
+	tcase_add_test(tc, test_conv_wino4_accuracy);
 	tcase_add_test(tc, test_zero_batch);
 	tcase_add_test(tc, test_errors);
 	suite_add_tcase(s, tc);

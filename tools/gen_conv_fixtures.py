@@ -111,6 +111,22 @@ case("conv2d_winograd_groups", "conv2d", [1, 32, 6, 5], out_channels=32,
      kernel_size=3, groups=2, padding=1)
 case("conv2d_winograd_same", "conv2d", [1, 16, 5, 6], out_channels=24,
      kernel_size=3, padding="same", bias=False)
+# Winograd F(4x4, 3x3) (src/ops/conv.c's rule: >= 16 channels per group,
+# >= 16 4x4 tiles in the batch, fewer products than F(2x2)'s 2x2 tiles):
+# odd channel counts, sizes that are not multiples of the 4x4 tile,
+# batch 1 and 2, padding 1, 0, 2, asymmetric pairs, "same" and groups
+case("conv2d_wino4", "conv2d", [2, 17, 13, 11], out_channels=19,
+     kernel_size=3, padding=1)
+case("conv2d_wino4_b1", "conv2d", [1, 18, 15, 17], out_channels=21,
+     kernel_size=3, padding=1)
+case("conv2d_wino4_valid", "conv2d", [2, 19, 14, 15], out_channels=17,
+     kernel_size=3, bias=False)
+case("conv2d_wino4_pad2", "conv2d", [2, 16, 11, 9], out_channels=23,
+     kernel_size=3, padding=2)
+case("conv2d_wino4_pairs", "conv2d", [2, 17, 10, 13], out_channels=18,
+     kernel_size=3, padding=[[2, 0], [1, 3]])
+case("conv2d_wino4_same_groups", "conv2d", [1, 34, 17, 15], out_channels=38,
+     kernel_size=3, padding="same", groups=2)
 case("conv2d_depthwise_dil_pairs", "conv2d", [2, 3, 8, 9], out_channels=3,
      kernel_size=3, groups=3, dilation=[2, 1], padding=[[2, 0], [0, 3]])
 case("conv2d_depthwise_narrow", "conv2d", [1, 2, 4, 2], out_channels=2,

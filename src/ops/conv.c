@@ -1,9 +1,9 @@
 /* Convolutions: conv1d, conv2d and their transposes. General convolutions
  * lower to GEMM through dl_sgemm: im2col over tiles of output rows, or
- * Winograd F(2x2, 3x3) for 3x3 stride-1 layers; depthwise ones (one input
- * channel per group) run a direct loop, since a GEMM with one row of K is
- * the wrong shape. 1D ops are the 2D kernels with H = 1. Scratch comes
- * from the planned workspace, one slot per thread. */
+ * Winograd F(4x4, 3x3) or F(2x2, 3x3) for 3x3 stride-1 layers; depthwise
+ * ones (one input channel per group) run a direct loop, since a GEMM with
+ * one row of K is the wrong shape. 1D ops are the 2D kernels with H = 1.
+ * Scratch comes from the planned workspace, one slot per thread. */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -802,68 +802,116 @@ static int64_t tile_of(const struct geom *g)
 	return tile_rows(col_rows(g), grid_rows(g), grid_width(g));
 }
 
-/* ---- Winograd F(2x2, 3x3) ---- */
+/* ---- Winograd F(2x2, 3x3) and F(4x4, 3x3) ---- */
 
 /* 3x3 convolutions with unit stride and dilation run as Winograd's
- * F(2x2, 3x3): each 2x2 output tile is A^T [(G w G^T) . (B^T d B)] A with d
- * the 4x4 input patch, so the products become 16 GEMMs with 2.25 times
- * fewer multiply-adds than im2col's. The transforms only add and halve,
- * so results stay within a few float32 ulps of the direct sum. Worth it
- * when the GEMMs are big enough: at least 16 channels in and out. */
-/* Below WINO_MIN_TILES 2x2 tiles in the whole batch (resnet18's 512-channel
+ * F(m x m, 3x3): each m x m output tile is A^T [(G w G^T) . (B^T d B)] A
+ * with d its (m + 2) x (m + 2) input patch, so the convolution becomes
+ * (m + 2)^2 GEMMs [OCg, Cg] x [Cg, tiles]: per output and (c, oc) pair,
+ * 16/4 = 4 multiply-adds for F(2x2), 36/16 = 2.25 for F(4x4), 9 for
+ * im2col. F(4x4) uses Lavin and Gray's points 0, 1, -1, 2, -2 (and
+ * infinity): its transforms multiply by 2, 4, 5, 8 and 1/4, 1/6, 1/12,
+ * 1/24, so it loses a few more bits than F(2x2), whose transforms only
+ * add and halve (measured against float64 below).
+ *
+ * The rule (wino_m), which shapes take which path:
+ * - Winograd at all: 3x3 kernel, stride 1, dilation 1, not transposed,
+ *   at least 16 input and output channels per group (thinner GEMMs lose
+ *   more to the transforms than they save);
+ * - F(4x4) when its 4x4 tiles cover the output with fewer products than
+ *   F(2x2)'s 2x2 tiles, 36 ceil(OH/4) ceil(OW/4) < 16 ceil(OH/2)
+ *   ceil(OW/2) (so never for 2x2 or 6x6 outputs, where 4x4 tiles are
+ *   mostly padding), with at least WINO_MIN_TILES 4x4 tiles in the batch
+ *   and at most WINO4_MAX_C input channels per group: against a float64
+ *   sum on resnet-like data (tools/bench/wino_error.py: post-relu inputs,
+ *   Kaiming-normal weights, 3 seeds) F(4x4)'s worst error is 3.6e-6 of
+ *   the largest output at 16 channels, 5.6e-6 at 128, 1.0e-5 (the
+ *   fixtures' tolerance) at 256 and 8.8e-6 at 512, where F(2x2) stays
+ *   within 1.7e-7 to 6.2e-7 and im2col within 2.5e-7 to 3.9e-7;
+ * - else F(2x2) with at least WINO_MIN_TILES 2x2 tiles in the batch;
+ * - else im2col.
+ * Below WINO_MIN_TILES tiles in the whole batch (resnet18's 512-channel
  * layers at 2x2 or 4x4 outputs, batch 1) the GEMMs are a few columns wide
  * and their time goes into packing the weight operand (perf: 45% of
  * resnet18's 64x64 batch-1 forward in sgemm_oncopy), which Winograd makes
- * 16/9 larger; im2col's one GEMM packs the plain weights and needs no
- * transform, kept or not. */
+ * 16/9 (36/9) larger; im2col's one GEMM packs the plain weights and needs
+ * no transform, kept or not. */
 #define WINO_MIN_TILES 16
+#define WINO4_MAX_C 128
+
+/* Output tile size of the Winograd path a layer takes: 4, 2, or 0 for
+ * im2col. */
+static int wino_m(const struct geom *g)
+{
+	if (g->transposed || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 ||
+	    g->dh != 1 || g->dw != 1 || cin_g(g) < 16 || cout_g(g) < 16 || depthwise(g))
+		return 0;
+	int64_t t2 = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
+	int64_t t4 = g->N * ((g->OH + 3) / 4) * ((g->OW + 3) / 4);
+	if (36 * t4 < 16 * t2 && t4 >= WINO_MIN_TILES && cin_g(g) <= WINO4_MAX_C)
+		return 4;
+	return t2 >= WINO_MIN_TILES ? 2 : 0;
+}
 
 static int winograd(const struct geom *g)
 {
-	return !g->transposed && g->kh == 3 && g->kw == 3 && g->sh == 1 &&
-	       g->sw == 1 && g->dh == 1 && g->dw == 1 && cin_g(g) >= 16 &&
-	       cout_g(g) >= 16 && !depthwise(g) &&
-	       g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2) >= WINO_MIN_TILES;
+	return wino_m(g) != 0;
 }
 
-/* Tiles of the output: TH x TW tiles of 2x2, processed in blocks of whole
- * tile rows, about WINO_TILES tiles to a block. */
+/* Tiles of the output: TH x TW tiles of m x m, processed in blocks of
+ * whole tile rows, about WINO_TILES tiles to a block. */
 #define WINO_TILES 64
 
 struct wino {
+	int m, a, nx;     /* tile m x m, input patch a x a (a = m + 2), nx = a^2 */
 	int64_t TH, TW;   /* tiles down and across */
 	int64_t rows, T;  /* tile rows per block; tiles per block */
+	int64_t L;        /* floats of a zero-padded input row: m TW + 2 */
 };
 
 static struct wino wino_plan(const struct geom *g)
 {
 	struct wino p;
-	p.TH = (g->OH + 1) / 2;
-	p.TW = (g->OW + 1) / 2;
+	p.m = wino_m(g) == 4 ? 4 : 2;
+	p.a = p.m + 2;
+	p.nx = p.a * p.a;
+	p.TH = (g->OH + p.m - 1) / p.m;
+	p.TW = (g->OW + p.m - 1) / p.m;
+	p.L = p.m * p.TW + 2;
 	p.rows = WINO_TILES / p.TW;
 	if (p.rows < 1)
 		p.rows = 1;
-	/* blocks run on across images: at small sizes (resnet18's 512
-	 * channels at 2x2) one image has a tile or two, and GEMMs that thin
-	 * spend their time packing U */
+	/* blocks run on across images only when an image has fewer than
+	 * WINO_MIN_TILES tiles: at small sizes (resnet18's 512 channels at
+	 * 2x2) one image has a tile or two, and GEMMs that thin spend their
+	 * time packing U. Otherwise a block holds tile rows of one image,
+	 * cut the same way whatever the batch, so that a sample's output has
+	 * the same bits alone and in a batch (OpenBLAS's sums depend on a
+	 * column's place in the product, and F(4x4)'s output transform, whose
+	 * weights go up to 8 x 8, magnifies that to 1.5e-6 of the output) */
+	if (p.TH * p.TW >= WINO_MIN_TILES && p.rows > p.TH)
+		p.rows = p.TH;
 	if (p.rows > g->N * p.TH)
 		p.rows = g->N * p.TH > 0 ? g->N * p.TH : 1;
 	p.T = p.rows * p.TW;
 	return p;
 }
 
-/* Per thread: V [16, Cg, T], M [16, OCg, T], 4 zero-padded input rows and
- * 2 output rows. */
+/* Per thread: V [nx, Cg, T], M [nx, OCg, T], a zero-padded input rows
+ * and a rows of their transform (pad, rt: [a, L] each), m output rows
+ * (out: [m, m TW]). */
 static int64_t wino_slot(const struct geom *g)
 {
 	struct wino p = wino_plan(g);
-	return 16 * (cin_g(g) + cout_g(g)) * p.T + 4 * (2 * p.TW + 2) + 2 * 2 * p.TW;
+	return p.nx * (cin_g(g) + cout_g(g)) * p.T + 2 * p.a * p.L + p.m * p.m * p.TW;
 }
 
-/* U [16, OC, Cg] = G w G^T for every (oc, c): shared by the threads. */
+/* U [nx, OC, Cg] = G w G^T for every (oc, c): shared by the threads. */
 static int64_t shared_floats(const struct geom *g)
 {
-	return winograd(g) ? 16 * g->OC * cin_g(g) : 0;
+	if (!winograd(g))
+		return 0;
+	return wino_plan(g).nx * g->OC * cin_g(g);
 }
 
 /* Scratch floats per thread: a tile of im2col columns (or a Winograd
@@ -894,63 +942,166 @@ static int threads_for(const struct dl_node *n, const struct geom *g)
 	return nt;
 }
 
-/* U[xi, oc, c] = (G w[oc, c] G^T)[xi], G = [1 0 0; 1/2 1/2 1/2;
- * 1/2 -1/2 1/2; 0 0 1]: w [OC, Cg, 3, 3], U [16, OC, Cg]. */
-static void wino_weights(float *U, const float *w, int64_t OC, int64_t Cg, int nt)
+/* The weight transforms write U[xi, oc, c] = (G w[oc, c] G^T)[xi] for
+ * w [OC, Cg, 3, 3]: U [nx, OC, Cg] holds the nx GEMMs' left operands
+ * [OCg, Cg] as they read them (row-major, lda Cg). One oc at a time, a
+ * block of WINO_WB consecutive c: the block's 9 kernel taps are first
+ * gathered into 9 contiguous rows, then the transform runs as vector
+ * arithmetic over c with nx contiguous stores (a scalar version, 16 or
+ * 36 scattered stores per kernel, was 16-29% of resnet18's 64x64 batch-32
+ * forward). */
+#define WINO_WB 64
+
+/* k [WINO_WB, 9] (n <= WINO_WB kernels) -> q [9, WINO_WB] */
+static void wino_taps(float *restrict q, const float *restrict k, int64_t n)
 {
+	for (int64_t c = 0; c < n; c++)
+		for (int j = 0; j < 9; j++)
+			q[j * WINO_WB + c] = k[9 * c + j];
+}
+
+/* F(2x2): G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. */
+DL_CLONES static void wino_weights2(float *restrict U, const float *restrict w,
+				    int64_t OC, int64_t Cg, int nt)
+{
+	int64_t cs = OC * Cg;   /* stride between the 16 matrices */
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t oc = 0; oc < OC; oc++)
-		for (int64_t c = 0; c < Cg; c++) {
-			const float *k = w + (oc * Cg + c) * 9;
-			float t[4][3], u[16];
+		for (int64_t c0 = 0; c0 < Cg; c0 += WINO_WB) {
+			int64_t n = Cg - c0 < WINO_WB ? Cg - c0 : WINO_WB;
+			float q[9 * WINO_WB], t[12 * WINO_WB];
+			wino_taps(q, w + (oc * Cg + c0) * 9, n);
+			/* t[j, i] = (G w)[i, j]: G times each column j of the kernel */
 			for (int j = 0; j < 3; j++) {
-				t[0][j] = k[j];
-				t[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
-				t[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
-				t[3][j] = k[6 + j];
+				const float *restrict a = q + j * WINO_WB, *restrict b = q + (3 + j) * WINO_WB;
+				const float *restrict d = q + (6 + j) * WINO_WB;
+				float *restrict r = t + 4 * j * WINO_WB;
+				#pragma omp simd
+				for (int64_t c = 0; c < n; c++) {
+					r[c] = a[c];
+					r[WINO_WB + c] = 0.5f * (a[c] + b[c] + d[c]);
+					r[2 * WINO_WB + c] = 0.5f * (a[c] - b[c] + d[c]);
+					r[3 * WINO_WB + c] = d[c];
+				}
 			}
+			/* U[4 i + l] = (G w G^T)[i, l]: G times each row i of G w */
 			for (int i = 0; i < 4; i++) {
-				u[4 * i] = t[i][0];
-				u[4 * i + 1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-				u[4 * i + 2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-				u[4 * i + 3] = t[i][2];
+				const float *restrict a = t + i * WINO_WB;
+				const float *restrict b = t + (4 + i) * WINO_WB;
+				const float *restrict d = t + (8 + i) * WINO_WB;
+				float *restrict u0 = U + (4 * i) * cs + oc * Cg + c0;
+				float *restrict u1 = u0 + cs, *restrict u2 = u0 + 2 * cs;
+				float *restrict u3 = u0 + 3 * cs;
+				#pragma omp simd
+				for (int64_t c = 0; c < n; c++) {
+					u0[c] = a[c];
+					u1[c] = 0.5f * (a[c] + b[c] + d[c]);
+					u2[c] = 0.5f * (a[c] - b[c] + d[c]);
+					u3[c] = d[c];
+				}
 			}
-			for (int xi = 0; xi < 16; xi++)
-				U[(xi * OC + oc) * Cg + c] = u[xi];
 		}
+}
+
+/* F(4x4): G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6;
+ * 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]. */
+DL_CLONES static void wino_weights4(float *restrict U, const float *restrict w,
+				    int64_t OC, int64_t Cg, int nt)
+{
+	int64_t cs = OC * Cg;   /* stride between the 36 matrices */
+	const float s4 = 0.25f, s6 = 1.0f / 6.0f, s12 = 1.0f / 12.0f, s24 = 1.0f / 24.0f;
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
+	for (int64_t oc = 0; oc < OC; oc++)
+		for (int64_t c0 = 0; c0 < Cg; c0 += WINO_WB) {
+			int64_t n = Cg - c0 < WINO_WB ? Cg - c0 : WINO_WB;
+			float q[9 * WINO_WB], t[18 * WINO_WB];
+			wino_taps(q, w + (oc * Cg + c0) * 9, n);
+			/* t[j, i] = (G w)[i, j]: G times each column j of the kernel */
+			for (int j = 0; j < 3; j++) {
+				const float *restrict a = q + j * WINO_WB, *restrict b = q + (3 + j) * WINO_WB;
+				const float *restrict d = q + (6 + j) * WINO_WB;
+				float *restrict r = t + 6 * j * WINO_WB;
+				#pragma omp simd
+				for (int64_t c = 0; c < n; c++) {
+					r[c] = s4 * a[c];
+					r[WINO_WB + c] = -s6 * (a[c] + b[c] + d[c]);
+					r[2 * WINO_WB + c] = -s6 * (a[c] - b[c] + d[c]);
+					r[3 * WINO_WB + c] = s24 * a[c] + s12 * b[c] + s6 * d[c];
+					r[4 * WINO_WB + c] = s24 * a[c] - s12 * b[c] + s6 * d[c];
+					r[5 * WINO_WB + c] = d[c];
+				}
+			}
+			/* U[6 i + l] = (G w G^T)[i, l]: G times each row i of G w */
+			for (int i = 0; i < 6; i++) {
+				const float *restrict a = t + i * WINO_WB;
+				const float *restrict b = t + (6 + i) * WINO_WB;
+				const float *restrict d = t + (12 + i) * WINO_WB;
+				float *restrict u0 = U + (6 * i) * cs + oc * Cg + c0;
+				float *restrict u1 = u0 + cs, *restrict u2 = u0 + 2 * cs;
+				float *restrict u3 = u0 + 3 * cs, *restrict u4 = u0 + 4 * cs;
+				float *restrict u5 = u0 + 5 * cs;
+				#pragma omp simd
+				for (int64_t c = 0; c < n; c++) {
+					u0[c] = s4 * a[c];
+					u1[c] = -s6 * (a[c] + b[c] + d[c]);
+					u2[c] = -s6 * (a[c] - b[c] + d[c]);
+					u3[c] = s24 * a[c] + s12 * b[c] + s6 * d[c];
+					u4[c] = s24 * a[c] - s12 * b[c] + s6 * d[c];
+					u5[c] = d[c];
+				}
+			}
+		}
+}
+
+static void wino_weights(float *U, const float *w, const struct geom *g, int nt)
+{
+	if (wino_plan(g).m == 4)
+		wino_weights4(U, w, g->OC, cin_g(g), nt);
+	else
+		wino_weights2(U, w, g->OC, cin_g(g), nt);
+}
+
+/* Rows ih0 .. ih0 + n - 1 of the plane xc [H, W], zero-padded: pad
+ * [n, L], pad[r, k] = xc[ih0 + r, k - pw], 0 outside the plane. A select
+ * per float, vectorised (memset and memcpy calls on rows this short,
+ * 18 floats at resnet18's 16x16, cost more than the copy). */
+DL_CLONES static void wino_pad_rows(float *restrict pad, const float *restrict xc,
+				    const struct geom *g, int64_t ih0, int n, int64_t L)
+{
+	int64_t W = g->W, pw = g->pw;
+	for (int r = 0; r < n; r++) {
+		int64_t ih = ih0 + r;
+		float *restrict pr = pad + r * L;
+		if (ih < 0 || ih >= g->H) {
+			for (int64_t k = 0; k < L; k++)
+				pr[k] = 0.0f;
+			continue;
+		}
+		const float *restrict xr = xc + ih * W;
+		#pragma omp simd
+		for (int64_t k = 0; k < L; k++) {
+			int64_t iw = k - pw;
+			pr[k] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
+		}
+	}
 }
 
 /* V[xi, c, t] = (B^T d B)[xi] for the 4x4 input patch d of each tile t of
  * tile rows [th0, th1), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
- * x [Cg, H, W] (one image and group), V [16, Cg, T]. pad: 4 rows of
- * 2 TW + 2 floats of scratch. */
-DL_CLONES static void wino_input(float *restrict V, float *restrict pad,
-				 const float *restrict x, const struct geom *g,
-				 const struct wino *p, int64_t th0, int64_t th1)
+ * x [Cg, H, W] (one image and group), V [16, Cg, T]. pad: [4, L]. */
+DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
+				  const float *restrict x, const struct geom *g,
+				  const struct wino *p, int64_t th0, int64_t th1)
 {
-	int64_t Cg = cin_g(g), TW = p->TW, L = 2 * TW + 2, T = p->T;
+	int64_t Cg = cin_g(g), TW = p->TW, L = p->L, T = p->T;
+	int64_t cs = Cg * T;   /* stride between the 16 matrices */
 	for (int64_t c = 0; c < Cg; c++) {
 		const float *xc = x + c * g->H * g->W;
 		for (int64_t th = th0; th < th1; th++) {
-			for (int r = 0; r < 4; r++) {
-				int64_t ih = 2 * th - g->ph + r;
-				float *pr = pad + r * L;
-				if (ih < 0 || ih >= g->H) {
-					memset(pr, 0, (size_t)L * sizeof *pr);
-					continue;
-				}
-				const float *xr = xc + ih * g->W;
-				int64_t W = g->W, pw = g->pw;
-				#pragma omp simd
-				for (int64_t k = 0; k < L; k++) {
-					int64_t iw = k - pw;
-					pr[k] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
-				}
-			}
+			wino_pad_rows(pad, xc, g, 2 * th - g->ph, 4, L);
 			const float *restrict p0 = pad, *restrict p1 = pad + L;
 			const float *restrict p2 = pad + 2 * L, *restrict p3 = pad + 3 * L;
 			float *restrict v = V + c * T + (th - th0) * TW;
-			int64_t cs = Cg * T;   /* stride between the 16 matrices */
 			#pragma omp simd
 			for (int64_t tw = 0; tw < TW; tw++) {
 				int64_t k = 2 * tw;
@@ -985,14 +1136,88 @@ DL_CLONES static void wino_input(float *restrict V, float *restrict pad,
 	}
 }
 
+/* F(4x4): V[xi, c, t] = (B^T d B)[xi] for the 6x6 input patch d of each
+ * tile, B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+ * 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]: B^T d over whole padded
+ * rows first (contiguous), then times B tile by tile. V [36, Cg, T];
+ * pad, rt: [6, L]. */
+DL_CLONES static void wino_input4(float *restrict V, float *restrict pad,
+				  float *restrict rt, const float *restrict x,
+				  const struct geom *g, const struct wino *p,
+				  int64_t th0, int64_t th1)
+{
+	int64_t Cg = cin_g(g), TW = p->TW, L = p->L, T = p->T;
+	int64_t cs = Cg * T;   /* stride between the 36 matrices */
+	for (int64_t c = 0; c < Cg; c++) {
+		const float *xc = x + c * g->H * g->W;
+		for (int64_t th = th0; th < th1; th++) {
+			wino_pad_rows(pad, xc, g, 4 * th - g->ph, 6, L);
+			const float *restrict d0 = pad, *restrict d1 = pad + L;
+			const float *restrict d2 = pad + 2 * L, *restrict d3 = pad + 3 * L;
+			const float *restrict d4 = pad + 4 * L, *restrict d5 = pad + 5 * L;
+			float *restrict r0 = rt, *restrict r1 = rt + L, *restrict r2 = rt + 2 * L;
+			float *restrict r3 = rt + 3 * L, *restrict r4 = rt + 4 * L;
+			float *restrict r5 = rt + 5 * L;
+			#pragma omp simd
+			for (int64_t k = 0; k < L; k++) {
+				r0[k] = 4.0f * d0[k] - 5.0f * d2[k] + d4[k];
+				r1[k] = d3[k] + d4[k] - 4.0f * (d1[k] + d2[k]);
+				r2[k] = d4[k] - d3[k] + 4.0f * (d1[k] - d2[k]);
+				r3[k] = d4[k] - d2[k] + 2.0f * (d3[k] - d1[k]);
+				r4[k] = d4[k] - d2[k] + 2.0f * (d1[k] - d3[k]);
+				r5[k] = 4.0f * d1[k] - 5.0f * d3[k] + d5[k];
+			}
+			for (int i = 0; i < 6; i++) {
+				const float *restrict q = rt + i * L;
+				float *restrict v = V + 6 * i * cs + c * T + (th - th0) * TW;
+				#pragma omp simd
+				for (int64_t tw = 0; tw < TW; tw++) {
+					int64_t k = 4 * tw;
+					float e0 = q[k], e1 = q[k + 1], e2 = q[k + 2];
+					float e3 = q[k + 3], e4 = q[k + 4], e5 = q[k + 5];
+					v[0 * cs + tw] = 4.0f * e0 - 5.0f * e2 + e4;
+					v[1 * cs + tw] = e3 + e4 - 4.0f * (e1 + e2);
+					v[2 * cs + tw] = e4 - e3 + 4.0f * (e1 - e2);
+					v[3 * cs + tw] = e4 - e2 + 2.0f * (e3 - e1);
+					v[4 * cs + tw] = e4 - e2 + 2.0f * (e1 - e3);
+					v[5 * cs + tw] = 4.0f * e1 - 5.0f * e3 + e5;
+				}
+			}
+		}
+	}
+}
+
+/* The rows of one tile row of output channel o: m rows of y (oh = m th
+ * onwards, rows of them inside the output), written in place when the
+ * tiles cover a row exactly (m TW = OW), else into out [m, m TW] and
+ * copied. */
+static void wino_rows(float **d, float *yo, float *out, const struct geom *g,
+		      const struct wino *p, int64_t rows)
+{
+	int direct = p->m * p->TW == g->OW;
+	for (int q = 0; q < p->m; q++)
+		d[q] = direct && q < rows ? yo + q * g->OW : out + q * p->m * p->TW;
+}
+
+static void wino_rows_done(float *yo, const float *out, const struct geom *g,
+			   const struct wino *p, int64_t rows,
+			   const struct dl_epilogue *e, const float *r, int64_t oc)
+{
+	if (p->m * p->TW != g->OW)
+		for (int64_t q = 0; q < rows; q++)
+			memcpy(yo + q * g->OW, out + q * p->m * p->TW, (size_t)g->OW * sizeof *yo);
+	if (e)
+		dl_epilogue_row(e, yo, r, oc, rows * g->OW);
+}
+
 /* y tiles of tile rows [th0, th1) = A^T m A + b, A^T = [1 1 1 0;
  * 0 1 -1 -1], from M [16, OCg, T]: y [OCg, OH, OW] (one image and group),
- * b [OCg] or NULL. out: 2 rows of 2 TW floats of scratch. */
-DL_CLONES static void wino_output(float *restrict y, float *restrict out,
-				  const float *restrict M, const float *b,
-				  const struct geom *g, const struct wino *p,
-				  int64_t th0, int64_t th1,
-				  const struct dl_epilogue *e, const float *r, int64_t c0)
+ * b [OCg] or NULL. out: [2, 2 TW] of scratch. */
+DL_CLONES static void wino_output2(float *restrict y, float *restrict out,
+				   const float *restrict M, const float *b,
+				   const struct geom *g, const struct wino *p,
+				   int64_t th0, int64_t th1,
+				   const struct dl_epilogue *e, const float *r, int64_t c0)
 {
 	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
 	int64_t cs = OCg * T;
@@ -1000,7 +1225,10 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 		float bv = b ? b[o] : 0.0f;
 		for (int64_t th = th0; th < th1; th++) {
 			const float *restrict m = M + o * T + (th - th0) * TW;
-			float *restrict o0 = out, *restrict o1 = out + 2 * TW;
+			int64_t oh = 2 * th, rows = g->OH - oh < 2 ? g->OH - oh : 2;
+			float *yo = y + (o * g->OH + oh) * OW, *d[2];
+			wino_rows(d, yo, out, g, p, rows);
+			float *restrict o0 = d[0], *restrict o1 = d[1];
 			#pragma omp simd
 			for (int64_t tw = 0; tw < TW; tw++) {
 				float s0[4], s1[4];
@@ -1015,21 +1243,67 @@ DL_CLONES static void wino_output(float *restrict y, float *restrict out,
 				o1[2 * tw] = s1[0] + s1[1] + s1[2] + bv;
 				o1[2 * tw + 1] = s1[1] - s1[2] - s1[3] + bv;
 			}
-			int64_t oh = 2 * th;
-			float *yo = y + (o * g->OH + oh) * OW;
-			memcpy(yo, o0, (size_t)OW * sizeof *yo);
-			if (oh + 1 < g->OH)
-				memcpy(yo + OW, o1, (size_t)OW * sizeof *yo);
-			if (e) {
-				int64_t rows = oh + 1 < g->OH ? 2 : 1;
-				dl_epilogue_row(e, yo, r ? r + (yo - y) : NULL, c0 + o, rows * OW);
-			}
+			wino_rows_done(yo, out, g, p, rows, e, r ? r + (yo - y) : NULL, c0 + o);
 		}
 	}
 }
 
-/* The forward convolution by Winograd. Units: image x group x block of
- * tile rows, on nt threads, each with its slot of ws; U after the slots. */
+/* F(4x4): y tiles = A^T m A + b, A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
+ * 0 1 1 4 4 0; 0 1 -1 8 -8 1], from M [36, OCg, T]. out: [4, 4 TW]. */
+DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
+				   const float *restrict M, const float *b,
+				   const struct geom *g, const struct wino *p,
+				   int64_t th0, int64_t th1,
+				   const struct dl_epilogue *e, const float *r, int64_t c0)
+{
+	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
+	int64_t cs = OCg * T;
+	for (int64_t o = 0; o < OCg; o++) {
+		float bv = b ? b[o] : 0.0f;
+		for (int64_t th = th0; th < th1; th++) {
+			const float *restrict m = M + o * T + (th - th0) * TW;
+			int64_t oh = 4 * th, rows = g->OH - oh < 4 ? g->OH - oh : 4;
+			float *yo = y + (o * g->OH + oh) * OW, *d[4];
+			wino_rows(d, yo, out, g, p, rows);
+			float *restrict o0 = d[0], *restrict o1 = d[1];
+			float *restrict o2 = d[2], *restrict o3 = d[3];
+			#pragma omp simd
+			for (int64_t tw = 0; tw < TW; tw++) {
+				float s[4][6];   /* A^T m: rows of the tile, columns l */
+				for (int l = 0; l < 6; l++) {
+					float m0 = m[l * cs + tw], m1 = m[(6 + l) * cs + tw];
+					float m2 = m[(12 + l) * cs + tw], m3 = m[(18 + l) * cs + tw];
+					float m4 = m[(24 + l) * cs + tw], m5 = m[(30 + l) * cs + tw];
+					float p12 = m1 + m2, n12 = m1 - m2;
+					float p34 = m3 + m4, n34 = m3 - m4;
+					s[0][l] = m0 + p12 + p34;
+					s[1][l] = n12 + 2.0f * n34;
+					s[2][l] = p12 + 4.0f * p34;
+					s[3][l] = n12 + 8.0f * n34 + m5;
+				}
+				float t[4][4];   /* times A */
+				for (int i = 0; i < 4; i++) {
+					float p12 = s[i][1] + s[i][2], n12 = s[i][1] - s[i][2];
+					float p34 = s[i][3] + s[i][4], n34 = s[i][3] - s[i][4];
+					t[i][0] = s[i][0] + p12 + p34 + bv;
+					t[i][1] = n12 + 2.0f * n34 + bv;
+					t[i][2] = p12 + 4.0f * p34 + bv;
+					t[i][3] = n12 + 8.0f * n34 + s[i][5] + bv;
+				}
+				for (int k = 0; k < 4; k++) {
+					o0[4 * tw + k] = t[0][k];
+					o1[4 * tw + k] = t[1][k];
+					o2[4 * tw + k] = t[2][k];
+					o3[4 * tw + k] = t[3][k];
+				}
+			}
+			wino_rows_done(yo, out, g, p, rows, e, r ? r + (yo - y) : NULL, c0 + o);
+		}
+	}
+}
+
+/* The forward convolution by Winograd. Units: group x block of tile
+ * rows, on nt threads, each with its slot of ws; U after the slots. */
 static void wino_forward(float *y, const float *x, const float *w,
 			 const float *Uk, const float *b, float *ws,
 			 const struct geom *g, int nt,
@@ -1044,7 +1318,7 @@ static void wino_forward(float *y, const float *x, const float *w,
 	const float *U = Uk;
 	if (!U) {
 		float *Uw = ws + (int64_t)nt * slot;
-		wino_weights(Uw, w, g->OC, Cg, nt);
+		wino_weights(Uw, w, g, nt);
 		U = Uw;
 	}
 	if (units < nt)
@@ -1056,16 +1330,20 @@ static void wino_forward(float *y, const float *x, const float *w,
 		/* tile rows [r0, r1) of the batch: pieces of one or more images */
 		int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
 		int64_t tiles = (r1 - r0) * p.TW;
-		float *V = ws + thread_id() * slot, *M = V + 16 * Cg * p.T;
-		float *pad = M + 16 * OCg * p.T, *out = pad + 4 * (2 * p.TW + 2);
+		float *V = ws + thread_id() * slot, *M = V + p.nx * Cg * p.T;
+		float *pad = M + p.nx * OCg * p.T, *rt = pad + p.a * p.L;
+		float *out = rt + p.a * p.L;
 		for (int64_t r = r0; r < r1;) {
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-			wino_input(V + (r - r0) * p.TW, pad,
-				   x + (nn * g->C + gi * Cg) * g->H * g->W, g, &p, th0, th1);
+			const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
+			if (p.m == 4)
+				wino_input4(V + (r - r0) * p.TW, pad, rt, xg, g, &p, th0, th1);
+			else
+				wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1);
 			r += th1 - th0;
 		}
-		for (int xi = 0; xi < 16; xi++)
+		for (int xi = 0; xi < p.nx; xi++)
 			dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
 				 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
 				 V + xi * Cg * p.T, (int)p.T, 0.0f,
@@ -1074,8 +1352,13 @@ static void wino_forward(float *y, const float *x, const float *w,
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
 			int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
-			wino_output(y + yoff, out, M + (r - r0) * p.TW, b ? b + gi * OCg : NULL,
-				    g, &p, th0, th1, e, res ? res + yoff : NULL, gi * OCg);
+			const float *bg = b ? b + gi * OCg : NULL, *rg = res ? res + yoff : NULL;
+			if (p.m == 4)
+				wino_output4(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
+					     th0, th1, e, rg, gi * OCg);
+			else
+				wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
+					     th0, th1, e, rg, gi * OCg);
 			r += th1 - th0;
 		}
 	}
@@ -1437,7 +1720,7 @@ static const float *wino_kept(struct dl_node *n, const struct geom *g,
 		return NULL;
 	k->w = w;
 	k->size = size;
-	wino_weights(k->U, w, g->OC, cin_g(g), nt);
+	wino_weights(k->U, w, g, nt);
 	return k->U;
 }
 
