@@ -838,6 +838,72 @@ static void additive_row_bwd(const struct att *a, int i, const int *js,
 	}
 }
 
+/* The key lists' backward for dot-product scores without relative
+ * tables, row by row: a row's scores, probabilities, dV, dS, dQ and dK
+ * while its keys' rows are in cache (the general loop below runs each
+ * step over every row in turn, gathering K twice). The same arithmetic in
+ * the same order: the rows are independent until dK and dV, which get
+ * their additions row after row either way. */
+static void lists_bwd(const struct att *a, const float *q, int ldq,
+		      const float *k, int ldk, const float *v, int ldv,
+		      const float *go, int ldgo, float *dq, int lddq,
+		      float *dk, int lddk, float *dvv, int lddv,
+		      const struct att_ws *w, const unsigned char *keep)
+{
+	int d = a->dq, dv = a->dv;
+	float sc = a->scale, ks = a->keep_scale;
+	const int *jend = lists_end(a);
+	for (int i = 0; i < a->Tq; i++) {
+		int64_t r0 = a->rowptr[i];
+		int c = (int)(a->rowptr[i + 1] - r0);
+		const int *js = a->idx + r0;
+		const float *qi = q + (int64_t)i * ldq;
+		const float *gi = go + (int64_t)i * ldgo;
+		float *pi = w->S + r0, *g = w->S2 + r0;
+		const unsigned char *kp = keep ? keep + r0 : NULL;
+		for (int t = 0; t < c; t++) {
+			prefetch_key(k, ldk, js, t, jend, d);
+			pi[t] = sc * dot(qi, k + (int64_t)js[t] * ldk, d);
+		}
+		row_softmax(a, i, js, c, pi);
+		for (int t = 0; t < c; t++) {
+			const float *vj = v + (int64_t)js[t] * ldv;
+			prefetch_key(v, ldv, js, t, jend, dv);
+			if (dvv)
+				prefetch_key_w(dvv, lddv, js, t, jend, dv);
+			g[t] = dot(gi, vj, dv);
+			float pd = kp ? (kp[t] ? pi[t] * ks : 0.0f) : pi[t];
+			if (dvv && pd != 0.0f)
+				axpy(pd, gi, dvv + (int64_t)js[t] * lddv, dv);
+		}
+		if (kp)
+			for (int t = 0; t < c; t++)
+				g[t] = kp[t] ? g[t] * ks : 0.0f;
+		double sdot = 0.0;
+		for (int t = 0; t < c; t++)
+			sdot += (double)pi[t] * g[t];
+		for (int t = 0; t < c; t++)
+			g[t] = pi[t] * (g[t] - (float)sdot);
+		if (a->dam) {
+			float *dm = a->dam + (int64_t)i * a->Tk;
+			for (int t = 0; t < c; t++)
+				dm[js[t]] += g[t];
+		}
+		float *dqi = dq ? dq + (int64_t)i * lddq : NULL;
+		for (int t = 0; t < c; t++) {
+			float gg = sc * g[t];
+			if (dk)
+				prefetch_key_w(dk, lddk, js, t, jend, d);
+			if (gg == 0.0f)
+				continue;
+			if (dqi)
+				axpy(gg, k + (int64_t)js[t] * ldk, dqi, d);
+			if (dk)
+				axpy(gg, qi, dk + (int64_t)js[t] * lddk, d);
+		}
+	}
+}
+
 static void slice_bwd(const struct att *a, const float *q, int ldq,
 		      const float *k, int ldk, const float *v, int ldv,
 		      const float *go, int ldgo, float *dq, int lddq, float *dk,
@@ -848,6 +914,12 @@ static void slice_bwd(const struct att *a, const float *q, int ldq,
 	float *P = w->S, *G = w->S2, *tmp = w->tmp;
 	float ks = a->keep_scale;
 	const int *jend = a->sparse ? lists_end(a) : NULL;
+	if (a->sparse && (a->score == SC_SCALED || a->score == SC_DOT) &&
+	    a->K == 0 && !a->relv) {
+		lists_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
+			  lddk, dvv, lddv, w, keep);
+		return;
+	}
 	slice_probs(a, q, ldq, k, ldk, P, tmp);
 	if (!a->sparse) {
 		/* dV += Pd^T go, with G holding the dropped-out weights */
