@@ -10,7 +10,11 @@
  * built once per call in planned scratch (CSR: row pointers and key
  * indices), and every score, probability and gradient lives on that list:
  * O(T k) time and memory for k keys per query, never T x T. Backward
- * recomputes the probabilities from the inputs. A long dense slice (at
+ * recomputes the probabilities from the inputs. The lists' gathers read a
+ * contiguous copy of the head's K and V (and dK, dV), prefetch the rows a
+ * few keys ahead, and backward finishes one query before the next, so
+ * scattered keys (random patterns) cost about the same per key at long T
+ * as at short. A long dense slice (at
  * least 2^20 score cells) takes the flash path below: blocks and an online
  * softmax, O(T) memory, the same numbers to float rounding. */
 #include <math.h>
