@@ -4,7 +4,8 @@
  * with and without causal, an int or float attn_mask, key padding, rows
  * with no allowed key, dot and scaled-dot scores, Tq != Tk and partial
  * blocks; and att_prepare takes it exactly for long dense slices without
- * dropout or relative tables. */
+ * dropout or relative tables. The key lists' packed rows (below) change
+ * no result. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,6 +197,122 @@ START_TEST(test_flash_rule)
 }
 END_TEST
 
+/* Key lists over a head of [T, E] rows (row stride E > d, as
+ * multihead_attention passes its heads) are packed into contiguous rows
+ * before their gathers: the same output and gradients, bit for bit, as
+ * the same slice given contiguous rows, for random keys, global tokens
+ * with a window, and their union with causal, dropout and bilinear
+ * scores; dk and dv keep what they held before (+=). */
+static const struct {
+	int T, window, global, random, causal, score, drop;
+} packs[] = {
+	{300, -1, 0, 7, 0, SC_SCALED, 0},
+	{257, 5, 2, 0, 0, SC_SCALED, 0},
+	{190, 3, 1, 4, 1, SC_DOT, 1},
+	{131, 2, 0, 3, 0, SC_BILINEAR, 0},
+};
+
+START_TEST(test_sparse_packed_rows)
+{
+	int T = packs[_i].T, d = 8, E = 3 * d + 5, h = 1;
+	struct dl_rng r;
+	dl_rng_seed(&r, 901 + (uint64_t)_i);
+	struct att a;
+	memset(&a, 0, sizeof a);
+	a.score = packs[_i].score;
+	a.Tq = a.Tk = T;
+	a.dq = a.dk = a.dv = d;
+	a.scale = a.score == SC_SCALED ? 1.0f / sqrtf((float)d) : 1.0f;
+	a.causal = packs[_i].causal;
+	a.window = packs[_i].window;
+	a.dilation = 1;
+	a.global = packs[_i].global;
+	a.random = packs[_i].random;
+	a.seed = 5;
+	a.block = 1;
+	a.keep_scale = packs[_i].drop ? 1.25f : 1.0f;
+	float W[64], dW[2][64];
+	fill(&r, W, d * d, 0.3);
+	if (a.score == SC_BILINEAR)
+		a.W = W;
+	att_prepare(&a);
+	size_t bytes = att_ws_layout(&a, 2 * (int64_t)T * d, NULL, NULL);
+	void *base = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+	ck_assert_ptr_nonnull(base);
+	struct att_ws w;
+	att_ws_layout(&a, 2 * (int64_t)T * d, base, &w);
+	att_build(&a, &w);
+	int64_t nw = (int64_t)T * E, nc = (int64_t)T * d;
+	float *x[4], *gx[2][4], *o[2];
+	for (int t = 0; t < 4; t++) { /* q, k, v, go: [T, E] */
+		x[t] = malloc(sizeof(float) * nw);
+		fill(&r, x[t], nw, 1.0);
+	}
+	float *init = malloc(sizeof(float) * nw);
+	fill(&r, init, nw, 0.5);
+	unsigned char *keep = malloc((size_t)a.cells + 1);
+	for (int64_t t = 0; t < a.cells; t++)
+		keep[t] = dl_rng_uniform(&r) >= 0.2;
+	for (int f = 0; f < 2; f++) {
+		/* f 0: the head at column h d of [T, E]; f 1: its copy [T, d] */
+		int ld = f == 0 ? E : d;
+		int64_t off = f == 0 ? (int64_t)h * d : 0;
+		float *c[4];
+		for (int t = 0; t < 4; t++) {
+			c[t] = malloc(sizeof(float) * nw);
+			for (int j = 0; j < T; j++)
+				memcpy(c[t] + (int64_t)j * ld + off,
+				       x[t] + (int64_t)j * E + h * d,
+				       sizeof(float) * (size_t)d);
+		}
+		o[f] = calloc((size_t)nw, sizeof(float));
+		for (int t = 0; t < 3; t++) {
+			gx[f][t] = malloc(sizeof(float) * nw);
+			for (int j = 0; j < T; j++)
+				memcpy(gx[f][t] + (int64_t)j * ld + off,
+				       init + (int64_t)j * E + h * d,
+				       sizeof(float) * (size_t)d);
+		}
+		memset(dW[f], 0, sizeof dW[f]);
+		a.dW = a.score == SC_BILINEAR ? dW[f] : NULL;
+		att_slice_fwd(&a, c[0] + off, ld, c[1] + off, ld, c[2] + off, ld,
+			      o[f] + off, ld, &w, packs[_i].drop ? keep : NULL,
+			      NULL, 0.0);
+		att_slice_bwd(&a, c[0] + off, ld, c[1] + off, ld, c[2] + off, ld,
+			      c[3] + off, ld, gx[f][0] + off, ld, gx[f][1] + off,
+			      ld, gx[f][2] + off, ld, &w,
+			      packs[_i].drop ? keep : NULL);
+		/* compare as [T, d] */
+		float *y[4] = {o[f], gx[f][0], gx[f][1], gx[f][2]};
+		for (int t = 0; t < 4; t++)
+			for (int j = 0; j < T; j++)
+				memmove(y[t] + (int64_t)j * d,
+					y[t] + (int64_t)j * ld + off,
+					sizeof(float) * (size_t)d);
+		for (int t = 0; t < 4; t++)
+			free(c[t]);
+	}
+	const char *what[4] = {"output", "dq", "dk", "dv"};
+	for (int t = 0; t < 4; t++) {
+		float *y0 = t == 0 ? o[0] : gx[0][t - 1];
+		float *y1 = t == 0 ? o[1] : gx[1][t - 1];
+		ck_assert_msg(memcmp(y0, y1, sizeof(float) * (size_t)nc) == 0,
+			      "case %d: %s of strided rows differs", _i, what[t]);
+	}
+	ck_assert(memcmp(dW[0], dW[1], sizeof dW[0]) == 0);
+	for (int f = 0; f < 2; f++) {
+		free(o[f]);
+		for (int t = 0; t < 3; t++)
+			free(gx[f][t]);
+	}
+	for (int t = 0; t < 4; t++)
+		free(x[t]);
+	free(init);
+	free(keep);
+	free(base);
+}
+END_TEST
+
 Suite *make_attention_suite(void)
 {
 	Suite *s = suite_create("attention");
@@ -205,5 +322,10 @@ Suite *make_attention_suite(void)
 			    (int)(sizeof cases / sizeof cases[0]));
 	tcase_add_test(tc, test_flash_rule);
 	suite_add_tcase(s, tc);
+	TCase *tp = tcase_create("packed");
+	tcase_set_timeout(tp, 60);
+	tcase_add_loop_test(tp, test_sparse_packed_rows, 0,
+			    (int)(sizeof packs / sizeof packs[0]));
+	suite_add_tcase(s, tp);
 	return s;
 }

@@ -64,9 +64,12 @@ struct att {
  * [BQ BK] each), tmp [tmpf] for bilinear / additive scores, rb [2 (2K+1)]
  * relative-value buckets, the key lists and their build's marks; flash:
  * F [BQ (dv + 3)], a query block's output and its running max, sum and
- * backward's row dots. */
+ * backward's row dots; key lists: one slice's keys and values packed
+ * into contiguous rows, Kp and dKp [Tk, dk], Vp and dVp
+ * [Tk, dv] (a head of [N, T, E] is strided by E: gathering scattered
+ * rows from it touches E / d times the pages and cache sets). */
 struct att_ws {
-	float *S, *S2, *tmp, *rb, *F;
+	float *S, *S2, *tmp, *rb, *F, *Kp, *Vp, *dKp, *dVp;
 	int64_t *rowptr;
 	int *idx, *stamp, *rstamp;
 };

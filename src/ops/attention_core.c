@@ -10,7 +10,11 @@
  * built once per call in planned scratch (CSR: row pointers and key
  * indices), and every score, probability and gradient lives on that list:
  * O(T k) time and memory for k keys per query, never T x T. Backward
- * recomputes the probabilities from the inputs. A long dense slice (at
+ * recomputes the probabilities from the inputs. The lists' gathers read a
+ * contiguous copy of the head's K and V (and dK, dV), prefetch the rows a
+ * few keys ahead, and backward finishes one query before the next, so
+ * scattered keys (random patterns) cost about the same per key at long T
+ * as at short. A long dense slice (at
  * least 2^20 score cells) takes the flash path below: blocks and an online
  * softmax, O(T) memory, the same numbers to float rounding. */
 #include <math.h>
@@ -98,7 +102,9 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 	size_t cells = a->flash ? (size_t)ATT_FLASH_BQ * ATT_FLASH_BK
 				: (size_t)a->cells;
 	size_t rbf = a->K > 0 ? (size_t)(2 * (2 * a->K + 1)) : 0;
-	size_t sz[9] = {
+	size_t pk = a->sparse ? sizeof(float) * (size_t)a->Tk * a->dk : 0;
+	size_t pv = a->sparse ? sizeof(float) * (size_t)a->Tk * a->dv : 0;
+	size_t sz[13] = {
 		sizeof(float) * cells, sizeof(float) * cells,
 		sizeof(float) * (size_t)tmpf, sizeof(float) * rbf,
 		a->sparse ? sizeof(int64_t) * (size_t)(a->Tq + 1) : 0,
@@ -106,9 +112,10 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
 		a->flash ? sizeof(float) * (size_t)ATT_FLASH_BQ * (a->dv + 3) : 0,
+		pk, pv, pk, pv,
 	};
-	void *ptr[9];
-	for (int t = 0; t < 9; t++) {
+	void *ptr[13];
+	for (int t = 0; t < 13; t++) {
 		ptr[t] = p ? p + off : NULL;
 		off += round16(sz[t]);
 	}
@@ -122,6 +129,10 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		w->stamp = ptr[6];
 		w->rstamp = ptr[7];
 		w->F = ptr[8];
+		w->Kp = ptr[9];
+		w->Vp = ptr[10];
+		w->dKp = ptr[11];
+		w->dVp = ptr[12];
 	}
 	return off;
 }
@@ -261,6 +272,60 @@ static void axpy(float alpha, const float *x, float *y, int n)
 		y[e] += alpha * x[e];
 }
 
+/* The key lists' gathers fetch the rows of the key PF_AHEAD places ahead
+ * in the lists (which run on across rows until jend) while they work on
+ * this one: scattered keys (random patterns, long T) miss the caches, and
+ * a loop that waits on each miss in turn grows faster than T once the
+ * slice's K and V outgrow them. */
+#define PF_AHEAD 8
+
+static inline void prefetch_key(const float *x, int64_t ld, const int *js,
+				int t, const int *jend, int n)
+{
+	if (js + t + PF_AHEAD < jend) {
+		const float *r = x + (int64_t)js[t + PF_AHEAD] * ld;
+		for (int e = 0; e < n; e += 16)
+			__builtin_prefetch(r + e, 0, 3);
+	}
+}
+
+static inline void prefetch_key_w(float *x, int64_t ld, const int *js, int t,
+				  const int *jend, int n)
+{
+	if (js + t + PF_AHEAD < jend) {
+		float *r = x + (int64_t)js[t + PF_AHEAD] * ld;
+		for (int e = 0; e < n; e += 16)
+			__builtin_prefetch(r + e, 1, 3);
+	}
+}
+
+/* The end of the key lists */
+static const int *lists_end(const struct att *a)
+{
+	return a->idx + a->rowptr[a->Tq];
+}
+
+/* A head's rows x [T, d] (row stride *ld) copied into buf [T, d] when
+ * they are strided (then *ld = d); returns the rows to read */
+static float *pack_rows(const float *x, int *ld, int T, int d, float *buf)
+{
+	if (*ld == d || !buf)
+		return (float *)x;
+	for (int64_t j = 0; j < T; j++)
+		memcpy(buf + j * d, x + j * *ld, sizeof(float) * (size_t)d);
+	*ld = d;
+	return buf;
+}
+
+/* the rows back: x [T, d] (row stride ld) = buf, when packed */
+static void unpack_rows(float *x, int ld, int T, int d, const float *buf)
+{
+	if (x == buf || !x)
+		return;
+	for (int64_t j = 0; j < T; j++)
+		memcpy(x + j * ld, buf + j * d, sizeof(float) * (size_t)d);
+}
+
 /* s[t] += scale q_i . rel_k[clip(j - i) + K] over row i's keys */
 static void rel_scores(const struct att *a, const float *qi, int i,
 		       const int *js, int c, float *s)
@@ -361,6 +426,7 @@ static void sparse_scores(const struct att *a, const float *q, int ldq,
 		dl_sgemm(0, 1, Tk, A, a->dk, 1.0f, k, ldk, a->W + a->dq, ld,
 			 0.0f, tmp + (int64_t)Tq * A, A);
 	}
+	const int *jend = lists_end(a);
 	for (int i = 0; i < Tq; i++) {
 		int64_t r0 = a->rowptr[i];
 		int c = (int)(a->rowptr[i + 1] - r0);
@@ -379,8 +445,10 @@ static void sparse_scores(const struct att *a, const float *q, int ldq,
 			continue;
 		}
 		const float *qi = qe + (int64_t)i * lde;
-		for (int t = 0; t < c; t++)
+		for (int t = 0; t < c; t++) {
+			prefetch_key(k, ldk, js, t, jend, de);
 			s[t] = sc * dot(qi, k + (int64_t)js[t] * ldk, de);
+		}
 		if (a->K > 0)
 			rel_scores(a, q + (int64_t)i * ldq, i, js, c, s);
 	}
@@ -661,6 +729,10 @@ void att_slice_fwd(const struct att *a, const float *q, int ldq,
 		flash_fwd(a, q, ldq, k, ldk, v, ldv, o, ldo, w);
 		return;
 	}
+	if (a->sparse) {
+		k = pack_rows(k, &ldk, a->Tk, a->dk, w->Kp);
+		v = pack_rows(v, &ldv, a->Tk, dv, w->Vp);
+	}
 	slice_probs(a, q, ldq, k, ldk, P, w->tmp);
 	if (keep) {
 		int64_t n = a->sparse ? a->rowptr[a->Tq] : a->cells;
@@ -682,10 +754,12 @@ void att_slice_fwd(const struct att *a, const float *q, int ldq,
 		const float *pi = P + r0;
 		if (a->sparse) {
 			memset(oi, 0, sizeof(float) * (size_t)dv);
-			for (int t = 0; t < c; t++)
+			for (int t = 0; t < c; t++) {
+				prefetch_key(v, ldv, js, t, lists_end(a), dv);
 				if (pi[t] != 0.0f)
 					axpy(pi[t], v + (int64_t)js[t] * ldv,
 					     oi, dv);
+			}
 		}
 		if (a->relv) {
 			rel_buckets(a, i, js, c, pi, w->rb);
@@ -768,18 +842,86 @@ static void additive_row_bwd(const struct att *a, int i, const int *js,
 	}
 }
 
-void att_slice_bwd(const struct att *a, const float *q, int ldq,
-		   const float *k, int ldk, const float *v, int ldv,
-		   const float *go, int ldgo, float *dq, int lddq, float *dk,
-		   int lddk, float *dvv, int lddv, const struct att_ws *w,
-		   const unsigned char *keep)
+/* The key lists' backward for dot-product scores without relative
+ * tables, row by row: a row's scores, probabilities, dV, dS, dQ and dK
+ * while its keys' rows are in cache (the general loop below runs each
+ * step over every row in turn, gathering K twice). The same arithmetic in
+ * the same order: the rows are independent until dK and dV, which get
+ * their additions row after row either way. */
+static void lists_bwd(const struct att *a, const float *q, int ldq,
+		      const float *k, int ldk, const float *v, int ldv,
+		      const float *go, int ldgo, float *dq, int lddq,
+		      float *dk, int lddk, float *dvv, int lddv,
+		      const struct att_ws *w, const unsigned char *keep)
+{
+	int d = a->dq, dv = a->dv;
+	float sc = a->scale, ks = a->keep_scale;
+	const int *jend = lists_end(a);
+	for (int i = 0; i < a->Tq; i++) {
+		int64_t r0 = a->rowptr[i];
+		int c = (int)(a->rowptr[i + 1] - r0);
+		const int *js = a->idx + r0;
+		const float *qi = q + (int64_t)i * ldq;
+		const float *gi = go + (int64_t)i * ldgo;
+		float *pi = w->S + r0, *g = w->S2 + r0;
+		const unsigned char *kp = keep ? keep + r0 : NULL;
+		for (int t = 0; t < c; t++) {
+			prefetch_key(k, ldk, js, t, jend, d);
+			pi[t] = sc * dot(qi, k + (int64_t)js[t] * ldk, d);
+		}
+		row_softmax(a, i, js, c, pi);
+		for (int t = 0; t < c; t++) {
+			const float *vj = v + (int64_t)js[t] * ldv;
+			prefetch_key(v, ldv, js, t, jend, dv);
+			if (dvv)
+				prefetch_key_w(dvv, lddv, js, t, jend, dv);
+			g[t] = dot(gi, vj, dv);
+			float pd = kp ? (kp[t] ? pi[t] * ks : 0.0f) : pi[t];
+			if (dvv && pd != 0.0f)
+				axpy(pd, gi, dvv + (int64_t)js[t] * lddv, dv);
+		}
+		if (kp)
+			for (int t = 0; t < c; t++)
+				g[t] = kp[t] ? g[t] * ks : 0.0f;
+		double sdot = 0.0;
+		for (int t = 0; t < c; t++)
+			sdot += (double)pi[t] * g[t];
+		for (int t = 0; t < c; t++)
+			g[t] = pi[t] * (g[t] - (float)sdot);
+		if (a->dam) {
+			float *dm = a->dam + (int64_t)i * a->Tk;
+			for (int t = 0; t < c; t++)
+				dm[js[t]] += g[t];
+		}
+		float *dqi = dq ? dq + (int64_t)i * lddq : NULL;
+		for (int t = 0; t < c; t++) {
+			float gg = sc * g[t];
+			if (dk)
+				prefetch_key_w(dk, lddk, js, t, jend, d);
+			if (gg == 0.0f)
+				continue;
+			if (dqi)
+				axpy(gg, k + (int64_t)js[t] * ldk, dqi, d);
+			if (dk)
+				axpy(gg, qi, dk + (int64_t)js[t] * lddk, d);
+		}
+	}
+}
+
+static void slice_bwd(const struct att *a, const float *q, int ldq,
+		      const float *k, int ldk, const float *v, int ldv,
+		      const float *go, int ldgo, float *dq, int lddq, float *dk,
+		      int lddk, float *dvv, int lddv, const struct att_ws *w,
+		      const unsigned char *keep)
 {
 	int Tq = a->Tq, Tk = a->Tk, dv = a->dv, A = a->A;
 	float *P = w->S, *G = w->S2, *tmp = w->tmp;
 	float ks = a->keep_scale;
-	if (a->flash) {
-		flash_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
-			  lddk, dvv, lddv, w);
+	const int *jend = a->sparse ? lists_end(a) : NULL;
+	if (a->sparse && (a->score == SC_SCALED || a->score == SC_DOT) &&
+	    a->K == 0 && !a->relv) {
+		lists_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
+			  lddk, dvv, lddv, w, keep);
 		return;
 	}
 	slice_probs(a, q, ldq, k, ldk, P, tmp);
@@ -818,6 +960,10 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 		if (a->sparse) {
 			for (int t = 0; t < c; t++) {
 				const float *vj = v + (int64_t)js[t] * ldv;
+				prefetch_key(v, ldv, js, t, jend, dv);
+				if (dvv)
+					prefetch_key_w(dvv, lddv, js, t, jend,
+						       dv);
 				g[t] = dot(gi, vj, dv);
 				float pd = kp ? (kp[t] ? pi[t] * ks : 0.0f)
 					      : pi[t];
@@ -917,6 +1063,10 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 		float *dqi = dqe ? dqe + (int64_t)i * ldde : NULL;
 		for (int t = 0; t < c; t++) {
 			float gg = sc * g[t];
+			if (dqi)
+				prefetch_key(k, ldk, js, t, jend, de);
+			if (dk)
+				prefetch_key_w(dk, lddk, js, t, jend, de);
 			if (gg == 0.0f)
 				continue;
 			if (dqi)
@@ -937,6 +1087,36 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 			dl_sgemm(1, 0, a->dq, a->dk, Tq, 1.0f, q, ldq, dqw,
 				 a->dk, 1.0f, a->dW, a->dk);
 	}
+}
+
+/* Key lists gather rows of K, V, dK and dV: a head's strided rows are
+ * packed first (dK and dV with what they hold, unpacked after), which
+ * changes no arithmetic */
+void att_slice_bwd(const struct att *a, const float *q, int ldq,
+		   const float *k, int ldk, const float *v, int ldv,
+		   const float *go, int ldgo, float *dq, int lddq, float *dk,
+		   int lddk, float *dvv, int lddv, const struct att_ws *w,
+		   const unsigned char *keep)
+{
+	if (a->flash) {
+		flash_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
+			  lddk, dvv, lddv, w);
+		return;
+	}
+	if (!a->sparse) {
+		slice_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
+			  lddk, dvv, lddv, w, keep);
+		return;
+	}
+	int Tk = a->Tk, dk0 = lddk, dv0 = lddv;
+	k = pack_rows(k, &ldk, Tk, a->dk, w->Kp);
+	v = pack_rows(v, &ldv, Tk, a->dv, w->Vp);
+	float *pdk = dk ? pack_rows(dk, &lddk, Tk, a->dk, w->dKp) : NULL;
+	float *pdv = dvv ? pack_rows(dvv, &lddv, Tk, a->dv, w->dVp) : NULL;
+	slice_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, pdk, lddk,
+		  pdv, lddv, w, keep);
+	unpack_rows(dk, dk0, Tk, a->dk, pdk);
+	unpack_rows(dvv, dv0, Tk, a->dv, pdv);
 }
 
 /* ---- the scores alone (attention.h, dl_score_*) ---- */
