@@ -357,6 +357,86 @@ START_TEST(gemm_matches_reference)
 }
 END_TEST
 
+/* Products with more rows than one OpenBLAS call takes (ROWS_MAX, 4096)
+ * run in row blocks: the same as the reference, at every transpose. */
+START_TEST(gemm_row_blocks_match_reference)
+{
+	enum { M = 4096 + 37, N = 5, K = 9 };
+	float *A = malloc(sizeof(float) * K * M), *B = malloc(sizeof(float) * K * N);
+	float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+	ck_assert(A && B && C1 && C2);
+	struct dl_rng r;
+	dl_rng_seed(&r, 4);
+	for (int i = 0; i < K * M; i++)
+		A[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < K * N; i++)
+		B[i] = (float)dl_rng_normal(&r);
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			for (int i = 0; i < M * N; i++)
+				C1[i] = C2[i] = (float)(i % 13);
+			dl_sgemm(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C1, N);
+			dl_sgemm_ref(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C2, N);
+			for (int i = 0; i < M * N; i++)
+				ck_assert_float_eq_tol(C1[i], C2[i], 1e-4);
+		}
+	free(A);
+	free(B);
+	free(C1);
+	free(C2);
+}
+END_TEST
+
+/* An output gradient written into the plan's own slot for it
+ * (dl_graph_output_grad, as dlrun bench --train does) back-propagates
+ * exactly as the same gradient in a caller's buffer. */
+START_TEST(output_grad_in_place)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs: {x: {shape: [7]}}\n"
+		"layers:\n"
+		"  - linear: {out_features: 11}\n"
+		"  - gelu: {}\n"
+		"  - linear: {out_features: 13}\n",
+		&err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	struct dl_shape in = {2, {3, 7}};
+	ck_assert_int_eq(dl_graph_infer(g, &in, &err), 0);
+	dl_graph_init_params(g, 2);
+	ck_assert_int_eq(dl_graph_train_setup(g, &err), 0);
+	ck_assert_int_eq(dl_graph_plan(g, 1, &err), 0);
+	float x[3 * 7], dy[3 * 13], *g1 = malloc(sizeof(float) * g->n_param_floats);
+	ck_assert_ptr_nonnull(g1);
+	struct dl_rng r;
+	dl_rng_seed(&r, 6);
+	for (int i = 0; i < 3 * 7; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < 3 * 13; i++)
+		dy[i] = (float)dl_rng_normal(&r);
+	float *ins[1] = {x};
+	struct dl_ctx ctx = {0};
+	ctx.train = 1;
+	ctx.rng = &r;
+	ctx.threads = 1;
+	const float *dout[1] = {dy};
+	dl_graph_forward(g, ins, &ctx);
+	dl_graph_zero_grad(g);
+	dl_graph_backward(g, dout, NULL, &ctx);
+	memcpy(g1, g->grad_block, sizeof(float) * g->n_param_floats);
+	float *slot = dl_graph_output_grad(g, 0);
+	ck_assert_ptr_nonnull(slot);
+	dl_graph_forward(g, ins, &ctx);
+	memcpy(slot, dy, sizeof dy);
+	dout[0] = slot;
+	dl_graph_zero_grad(g);
+	dl_graph_backward(g, dout, NULL, &ctx);
+	ck_assert_int_eq(memcmp(g1, g->grad_block, sizeof(float) * g->n_param_floats), 0);
+	free(g1);
+	dl_graph_free(g);
+}
+END_TEST
+
 START_TEST(rng_is_deterministic)
 {
 	struct dl_rng a, b;
@@ -400,6 +480,8 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, rng_is_deterministic);
 	tcase_add_test(tc, suggestions);
 	tcase_add_test(tc, composites_live_in_the_plan);
+	tcase_add_test(tc, gemm_row_blocks_match_reference);
+	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;
 }

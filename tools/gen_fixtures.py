@@ -669,6 +669,9 @@ act_case("sigmoid", "sigmoid", nn.Sigmoid(), scale=6.0)
 act_case("gelu", "gelu", nn.GELU(), variants=("", "b1", "bs2"))
 act_case("gelu_none", "gelu: {approximate: none}", nn.GELU("none"))
 act_case("gelu_tanh", "gelu: {approximate: tanh}", nn.GELU("tanh"))
+# the branch-free erf's loops (src/engine/vmath.h): a row not a multiple of
+# the vector width, values past its clamp at |x / sqrt 2| = 4
+act_case("gelu_wide", "gelu", nn.GELU(), scale=4.0, shape=(7, 131))
 act_case("silu", "silu", nn.SiLU())
 act_case("softplus", "softplus", nn.Softplus(), scale=10.0)
 act_case("softplus_beta", "softplus: {beta: 2, threshold: 5}",

@@ -30,6 +30,7 @@
 #include "engine/fuse.h"
 #include "engine/graph.h"
 #include "engine/op.h"
+#include "engine/vmath.h"
 
 /* The epilogue kernels compiled for AVX-512, AVX2 and baseline x86-64, as
  * the ops' hot loops (src/ops/spatial.h's DL_CLONES) */
@@ -204,7 +205,7 @@ static inline __attribute__((always_inline)) float act(int a, float v)
 	case DL_ACT_SILU:
 		return v / (1.0f + expf(-v));
 	case DL_ACT_GELU:
-		return 0.5f * v * (1.0f + erff(v * GELU_SQRT1_2));
+		return 0.5f * v * (1.0f + dl_erff(v * GELU_SQRT1_2));  /* as gelu's */
 	case DL_ACT_GELU_TANH: {
 		float inner = GELU_BETA * (v + GELU_KAPPA * v * v * v);
 		return 0.5f * v * (1.0f + tanhf(inner));

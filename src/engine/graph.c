@@ -889,11 +889,17 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		       float *const *din_in, struct dl_ctx *ctx)
 {
 	int n = g->n_nodes;
-	for (int k = 0; k < g->n_outputs; k++)
-		zero_grad_at(g, g->outputs[k], n);
+	for (int k = 0; k < g->n_outputs; k++) {
+		int v = g->outputs[k], in_place = 0;
+		/* a gradient written into the output's own slot is kept */
+		for (int j = 0; dout && j < g->n_outputs; j++)
+			in_place |= g->outputs[j] == v && dout[j] && dout[j] == g->values[v].grad;
+		if (!in_place)
+			zero_grad_at(g, v, n);
+	}
 	for (int k = 0; k < g->n_outputs; k++) {
 		int v = g->outputs[k];
-		if (!dout || !dout[k] || v < g->n_inputs)
+		if (!dout || !dout[k] || v < g->n_inputs || dout[k] == g->values[v].grad)
 			continue;
 		float *gv = g->values[v].grad;
 		int64_t c = dl_shape_numel(&g->values[v].shape);
@@ -930,6 +936,12 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		if (g->prof)
 			g->prof[i] += seconds() - t0;
 	}
+}
+
+float *dl_graph_output_grad(struct dl_graph *g, int k)
+{
+	int v = g->outputs[k];
+	return v < g->n_inputs ? NULL : g->values[v].grad;
 }
 
 int dl_graph_first_nonfinite(const struct dl_graph *g)

@@ -197,9 +197,15 @@ void dl_graph_zero_grad(struct dl_graph *g);
 /* After a training forward (ctx->train, training plan): back-propagates
  * dout[k] (the gradient of output k, NULL for none), adding into the
  * parameter gradients and, where din_in[i] is not NULL, into the gradient
- * of model input i. */
+ * of model input i. dout[k] may be output k's own gradient slot
+ * (dl_graph_output_grad), filled after the forward: it is then taken as
+ * it is, with no buffer outside the plan. */
 void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		       float *const *din_in, struct dl_ctx *ctx);
+/* The gradient slot of output k in a training plan's arena (NULL
+ * outside training): placed at the loss step, so it may share memory with
+ * forward activations and is to be written after the forward. */
+float *dl_graph_output_grad(struct dl_graph *g, int k);
 /* The first node (in execution order) whose output held a NaN or an
  * infinity in the last forward, or -1; recorded while g->watch_finite is
  * set (a training plan may reuse an activation's memory before the end). */

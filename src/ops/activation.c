@@ -5,6 +5,8 @@
 #include <stddef.h>
 
 #include "engine/op.h"
+#include "engine/vmath.h"
+#include "ops/spatial.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 
@@ -85,7 +87,10 @@ static void sigmoid_backward(float *dinp, const float *dout, const float *out,
 #define GELU_BETA 0.79788456080286535588f       /* sqrt(2 / pi) */
 #define GELU_KAPPA 0.044715f
 
-static void gelu_forward(float *out, const float *inp, int approx, int64_t n)
+/* exact GELU through dl_erff (src/engine/vmath.h): branch-free, so the
+ * loops vectorise; the fused epilogue (src/engine/fuse.c) computes the
+ * same expression */
+DL_CLONES static void gelu_forward(float *out, const float *inp, int approx, int64_t n)
 {
 	if (approx) {
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
@@ -97,11 +102,11 @@ static void gelu_forward(float *out, const float *inp, int approx, int64_t n)
 	} else {
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++)
-			out[i] = 0.5f * inp[i] * (1.0f + erff(inp[i] * GELU_SQRT1_2));
+			out[i] = 0.5f * inp[i] * (1.0f + dl_erff(inp[i] * GELU_SQRT1_2));
 	}
 }
 
-static void gelu_backward(float *dinp, const float *dout, const float *inp,
+DL_CLONES static void gelu_backward(float *dinp, const float *dout, const float *inp,
 			  int approx, int64_t n)
 {
 	if (approx) {
@@ -118,8 +123,8 @@ static void gelu_backward(float *dinp, const float *dout, const float *inp,
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
 		for (int64_t i = 0; i < n; i++) {
 			float x = inp[i];
-			float cdf = 0.5f * (1.0f + erff(x * GELU_SQRT1_2));
-			float pdf = GELU_RSQRT2PI * expf(-0.5f * x * x);
+			float cdf = 0.5f * (1.0f + dl_erff(x * GELU_SQRT1_2));
+			float pdf = GELU_RSQRT2PI * dl_expf_neg(-0.5f * x * x);
 			dinp[i] += dout[i] * (cdf + x * pdf);
 		}
 	}
