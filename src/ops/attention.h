@@ -65,11 +65,12 @@ struct att {
  * relative-value buckets, the key lists and their build's marks; flash:
  * F [BQ (dv + 3)], a query block's output and its running max, sum and
  * backward's row dots; key lists: one slice's keys and values packed
- * into contiguous rows, Kp and dKp [Tk, dk], Vp and dVp
- * [Tk, dv] (a head of [N, T, E] is strided by E: gathering scattered
- * rows from it touches E / d times the pages and cache sets). */
+ * into contiguous rows, key j's key beside its value, KVp and dKVp
+ * [Tk, dk + dv] (a head of [N, T, E] is strided by E: gathering scattered
+ * rows from it touches E / d times the pages and cache sets, and separate
+ * K and V rows are two scattered reads a key). */
 struct att_ws {
-	float *S, *S2, *tmp, *rb, *F, *Kp, *Vp, *dKp, *dVp;
+	float *S, *S2, *tmp, *rb, *F, *KVp, *dKVp;
 	int64_t *rowptr;
 	int *idx, *stamp, *rstamp;
 };

@@ -102,9 +102,8 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 	size_t cells = a->flash ? (size_t)ATT_FLASH_BQ * ATT_FLASH_BK
 				: (size_t)a->cells;
 	size_t rbf = a->K > 0 ? (size_t)(2 * (2 * a->K + 1)) : 0;
-	size_t pk = a->sparse ? sizeof(float) * (size_t)a->Tk * a->dk : 0;
-	size_t pv = a->sparse ? sizeof(float) * (size_t)a->Tk * a->dv : 0;
-	size_t sz[13] = {
+	size_t pkv = a->sparse ? sizeof(float) * (size_t)a->Tk * (a->dk + a->dv) : 0;
+	size_t sz[11] = {
 		sizeof(float) * cells, sizeof(float) * cells,
 		sizeof(float) * (size_t)tmpf, sizeof(float) * rbf,
 		a->sparse ? sizeof(int64_t) * (size_t)(a->Tq + 1) : 0,
@@ -112,10 +111,10 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
 		a->flash ? sizeof(float) * (size_t)ATT_FLASH_BQ * (a->dv + 3) : 0,
-		pk, pv, pk, pv,
+		pkv, pkv,
 	};
-	void *ptr[13];
-	for (int t = 0; t < 13; t++) {
+	void *ptr[11];
+	for (int t = 0; t < 11; t++) {
 		ptr[t] = p ? p + off : NULL;
 		off += round16(sz[t]);
 	}
@@ -129,10 +128,8 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		w->stamp = ptr[6];
 		w->rstamp = ptr[7];
 		w->F = ptr[8];
-		w->Kp = ptr[9];
-		w->Vp = ptr[10];
-		w->dKp = ptr[11];
-		w->dVp = ptr[12];
+		w->KVp = ptr[9];
+		w->dKVp = ptr[10];
 	}
 	return off;
 }
@@ -305,25 +302,50 @@ static const int *lists_end(const struct att *a)
 	return a->idx + a->rowptr[a->Tq];
 }
 
-/* A head's rows x [T, d] (row stride *ld) copied into buf [T, d] when
- * they are strided (then *ld = d); returns the rows to read */
-static float *pack_rows(const float *x, int *ld, int T, int d, float *buf)
+/* A head's key rows a [T, da] (row stride *lda) and value rows b [T, db]
+ * (*ldb) interleaved into buf [T, da + db]: key j's key and value are one
+ * contiguous run, so a gathered key costs one scattered read, not two.
+ * Either may be NULL (not packed); *a, *b and the strides then point into
+ * buf. Only heads strided inside a wider tensor are packed, and never two
+ * views of one tensor (attention on [x, x, x] accumulates dQ, dK and dV
+ * into one buffer, which copies would split); returns whether it packed. */
+static int pack_pair(float **a, int *lda, int da, float **b, int *ldb,
+		     int db, int T, float *buf)
 {
-	if (*ld == d || !buf)
-		return (float *)x;
-	for (int64_t j = 0; j < T; j++)
-		memcpy(buf + j * d, x + j * *ld, sizeof(float) * (size_t)d);
-	*ld = d;
-	return buf;
+	if (!buf || *a == *b || ((!*a || *lda == da) && (!*b || *ldb == db)))
+		return 0;
+	int ld = da + db;
+	for (int64_t j = 0; j < T; j++) {
+		if (*a)
+			memcpy(buf + j * ld, *a + j * *lda, sizeof(float) * (size_t)da);
+		if (*b)
+			memcpy(buf + j * ld + da, *b + j * *ldb,
+			       sizeof(float) * (size_t)db);
+	}
+	if (*a) {
+		*a = buf;
+		*lda = ld;
+	}
+	if (*b) {
+		*b = buf + da;
+		*ldb = ld;
+	}
+	return 1;
 }
 
-/* the rows back: x [T, d] (row stride ld) = buf, when packed */
-static void unpack_rows(float *x, int ld, int T, int d, const float *buf)
+/* the rows back: a [T, da] (row stride lda) and b [T, db] (ldb) from buf,
+ * as pack_pair laid them out */
+static void unpack_pair(float *a, int lda, int da, float *b, int ldb, int db,
+			int T, const float *buf)
 {
-	if (x == buf || !x)
-		return;
-	for (int64_t j = 0; j < T; j++)
-		memcpy(x + j * ld, buf + j * d, sizeof(float) * (size_t)d);
+	int ld = da + db;
+	for (int64_t j = 0; j < T; j++) {
+		if (a)
+			memcpy(a + j * lda, buf + j * ld, sizeof(float) * (size_t)da);
+		if (b)
+			memcpy(b + j * ldb, buf + j * ld + da,
+			       sizeof(float) * (size_t)db);
+	}
 }
 
 /* s[t] += scale q_i . rel_k[clip(j - i) + K] over row i's keys */
@@ -730,8 +752,8 @@ void att_slice_fwd(const struct att *a, const float *q, int ldq,
 		return;
 	}
 	if (a->sparse) {
-		k = pack_rows(k, &ldk, a->Tk, a->dk, w->Kp);
-		v = pack_rows(v, &ldv, a->Tk, dv, w->Vp);
+		pack_pair((float **)&k, &ldk, a->dk, (float **)&v, &ldv, dv,
+			  a->Tk, w->KVp);
 	}
 	slice_probs(a, q, ldq, k, ldk, P, w->tmp);
 	if (keep) {
@@ -1089,9 +1111,9 @@ static void slice_bwd(const struct att *a, const float *q, int ldq,
 	}
 }
 
-/* Key lists gather rows of K, V, dK and dV: a head's strided rows are
- * packed first (dK and dV with what they hold, unpacked after), which
- * changes no arithmetic */
+/* Key lists gather rows of K, V, dK and dV: a head's rows are packed
+ * first, each key's key and value rows side by side (dK and dV with what
+ * they hold, unpacked after), which changes no arithmetic */
 void att_slice_bwd(const struct att *a, const float *q, int ldq,
 		   const float *k, int ldk, const float *v, int ldv,
 		   const float *go, int ldgo, float *dq, int lddq, float *dk,
@@ -1109,14 +1131,16 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 		return;
 	}
 	int Tk = a->Tk, dk0 = lddk, dv0 = lddv;
-	k = pack_rows(k, &ldk, Tk, a->dk, w->Kp);
-	v = pack_rows(v, &ldv, Tk, a->dv, w->Vp);
-	float *pdk = dk ? pack_rows(dk, &lddk, Tk, a->dk, w->dKp) : NULL;
-	float *pdv = dvv ? pack_rows(dvv, &lddv, Tk, a->dv, w->dVp) : NULL;
+	float *pdk = dk, *pdv = dvv;
+	pack_pair((float **)&k, &ldk, a->dk, (float **)&v, &ldv, a->dv, Tk,
+		  w->KVp);
+	int packed = dq != dk && dq != dvv &&
+		     pack_pair(&pdk, &lddk, a->dk, &pdv, &lddv, a->dv, Tk,
+			       w->dKVp);
 	slice_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, pdk, lddk,
 		  pdv, lddv, w, keep);
-	unpack_rows(dk, dk0, Tk, a->dk, pdk);
-	unpack_rows(dvv, dv0, Tk, a->dv, pdv);
+	if (packed)
+		unpack_pair(dk, dk0, a->dk, dvv, dv0, a->dv, Tk, w->dKVp);
 }
 
 /* ---- the scores alone (attention.h, dl_score_*) ---- */
