@@ -335,38 +335,15 @@ START_TEST(symbolic_sizes_bind_from_data)
 }
 END_TEST
 
-START_TEST(gemm_matches_reference)
+/* dl_sgemm against the plain reference at every transpose, on normal
+ * A [M, K] and B [K, N] (seed), C starting at i % cmod. */
+static void gemm_vs_reference(int M, int N, int K, uint64_t seed, int cmod)
 {
-	enum { M = 7, N = 5, K = 9 };
-	float A[K * M], B[K * N], C1[M * N], C2[M * N];
-	struct dl_rng r;
-	dl_rng_seed(&r, 3);
-	for (int i = 0; i < K * M; i++)
-		A[i] = (float)dl_rng_normal(&r);
-	for (int i = 0; i < K * N; i++)
-		B[i] = (float)dl_rng_normal(&r);
-	for (int ta = 0; ta < 2; ta++)
-		for (int tb = 0; tb < 2; tb++) {
-			for (int i = 0; i < M * N; i++)
-				C1[i] = C2[i] = (float)i;
-			dl_sgemm(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C1, N);
-			dl_sgemm_ref(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C2, N);
-			for (int i = 0; i < M * N; i++)
-				ck_assert_float_eq_tol(C1[i], C2[i], 1e-4);
-		}
-}
-END_TEST
-
-/* Products with more rows than one OpenBLAS call takes (ROWS_MAX, 4096)
- * run in row blocks: the same as the reference, at every transpose. */
-START_TEST(gemm_row_blocks_match_reference)
-{
-	enum { M = 4096 + 37, N = 5, K = 9 };
 	float *A = malloc(sizeof(float) * K * M), *B = malloc(sizeof(float) * K * N);
 	float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
 	ck_assert(A && B && C1 && C2);
 	struct dl_rng r;
-	dl_rng_seed(&r, 4);
+	dl_rng_seed(&r, seed);
 	for (int i = 0; i < K * M; i++)
 		A[i] = (float)dl_rng_normal(&r);
 	for (int i = 0; i < K * N; i++)
@@ -374,7 +351,7 @@ START_TEST(gemm_row_blocks_match_reference)
 	for (int ta = 0; ta < 2; ta++)
 		for (int tb = 0; tb < 2; tb++) {
 			for (int i = 0; i < M * N; i++)
-				C1[i] = C2[i] = (float)(i % 13);
+				C1[i] = C2[i] = (float)(i % cmod);
 			dl_sgemm(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C1, N);
 			dl_sgemm_ref(ta, tb, M, N, K, 0.5f, A, ta ? M : K, B, tb ? K : N, 2.0f, C2, N);
 			for (int i = 0; i < M * N; i++)
@@ -384,6 +361,19 @@ START_TEST(gemm_row_blocks_match_reference)
 	free(B);
 	free(C1);
 	free(C2);
+}
+
+START_TEST(gemm_matches_reference)
+{
+	gemm_vs_reference(7, 5, 9, 3, 7 * 5);
+}
+END_TEST
+
+/* Products with more rows than one OpenBLAS call takes (ROWS_MAX, 4096)
+ * run in row blocks: the same as the reference, at every transpose. */
+START_TEST(gemm_row_blocks_match_reference)
+{
+	gemm_vs_reference(4096 + 37, 5, 9, 4, 13);
 }
 END_TEST
 

@@ -263,6 +263,22 @@ static float dot(const float *x, const float *y, int n)
 	return acc;
 }
 
+/* One row's softmax backward, in place: g holds dL/dP of the row's c
+ * weights pi (after dropout: kept cells kp scaled by ks, NULL without);
+ * it becomes dL/dS = P (dP - sum P dP), the sum in double. */
+static void softmax_row_bwd(float *g, const float *pi, const unsigned char *kp,
+			    float ks, int c)
+{
+	if (kp)
+		for (int t = 0; t < c; t++)
+			g[t] = kp[t] ? g[t] * ks : 0.0f;
+	double sdot = 0.0;
+	for (int t = 0; t < c; t++)
+		sdot += (double)pi[t] * g[t];
+	for (int t = 0; t < c; t++)
+		g[t] = pi[t] * (g[t] - (float)sdot);
+}
+
 static void axpy(float alpha, const float *x, float *y, int n)
 {
 	for (int e = 0; e < n; e++)
@@ -902,14 +918,7 @@ static void lists_bwd(const struct att *a, const float *q, int ldq,
 			if (dvv && pd != 0.0f)
 				axpy(pd, gi, dvv + (int64_t)js[t] * lddv, dv);
 		}
-		if (kp)
-			for (int t = 0; t < c; t++)
-				g[t] = kp[t] ? g[t] * ks : 0.0f;
-		double sdot = 0.0;
-		for (int t = 0; t < c; t++)
-			sdot += (double)pi[t] * g[t];
-		for (int t = 0; t < c; t++)
-			g[t] = pi[t] * (g[t] - (float)sdot);
+		softmax_row_bwd(g, pi, kp, ks, c);
 		if (a->dam) {
 			float *dm = a->dam + (int64_t)i * a->Tk;
 			for (int t = 0; t < c; t++)
@@ -1013,15 +1022,7 @@ static void slice_bwd(const struct att *a, const float *q, int ldq,
 			for (int t = 0; t < c; t++)
 				g[t] += u[rel_index(a, i, key_at(js, t))];
 		}
-		if (kp)
-			for (int t = 0; t < c; t++)
-				g[t] = kp[t] ? g[t] * ks : 0.0f;
-		/* dL/dS = P (dP - sum P dP) */
-		double sdot = 0.0;
-		for (int t = 0; t < c; t++)
-			sdot += (double)pi[t] * g[t];
-		for (int t = 0; t < c; t++)
-			g[t] = pi[t] * (g[t] - (float)sdot);
+		softmax_row_bwd(g, pi, kp, ks, c);
 		if (a->dam) {
 			float *dm = a->dam + (int64_t)i * Tk;
 			for (int t = 0; t < c; t++)
