@@ -312,6 +312,28 @@ static inline void prefetch_key_w(float *x, int64_t ld, const int *js, int t,
 	}
 }
 
+/* Row i's score gradient g [c] (times sc) into dQ's row dqi (+= over its
+ * keys js of K) and into dK's rows of those keys (+= q_i), each when not
+ * NULL; prefetching the rows of the key PF_AHEAD places on */
+static void ds_row(float sc, const float *g, int c, const int *js,
+		   const int *jend, const float *qi, const float *k, int64_t ldk,
+		   float *dqi, float *dk, int64_t lddk, int d)
+{
+	for (int t = 0; t < c; t++) {
+		float gg = sc * g[t];
+		if (dqi)
+			prefetch_key(k, ldk, js, t, jend, d);
+		if (dk)
+			prefetch_key_w(dk, lddk, js, t, jend, d);
+		if (gg == 0.0f)
+			continue;
+		if (dqi)
+			axpy(gg, k + (int64_t)js[t] * ldk, dqi, d);
+		if (dk)
+			axpy(gg, qi, dk + (int64_t)js[t] * lddk, d);
+	}
+}
+
 /* The end of the key lists */
 static const int *lists_end(const struct att *a)
 {
@@ -924,18 +946,8 @@ static void lists_bwd(const struct att *a, const float *q, int ldq,
 			for (int t = 0; t < c; t++)
 				dm[js[t]] += g[t];
 		}
-		float *dqi = dq ? dq + (int64_t)i * lddq : NULL;
-		for (int t = 0; t < c; t++) {
-			float gg = sc * g[t];
-			if (dk)
-				prefetch_key_w(dk, lddk, js, t, jend, d);
-			if (gg == 0.0f)
-				continue;
-			if (dqi)
-				axpy(gg, k + (int64_t)js[t] * ldk, dqi, d);
-			if (dk)
-				axpy(gg, qi, dk + (int64_t)js[t] * lddk, d);
-		}
+		ds_row(sc, g, c, js, jend, qi, k, ldk,
+		       dq ? dq + (int64_t)i * lddq : NULL, dk, lddk, d);
 	}
 }
 
@@ -1083,20 +1095,8 @@ static void slice_bwd(const struct att *a, const float *q, int ldq,
 		const int *js = a->idx + r0;
 		const float *g = G + r0;
 		const float *qi = qe + (int64_t)i * lde;
-		float *dqi = dqe ? dqe + (int64_t)i * ldde : NULL;
-		for (int t = 0; t < c; t++) {
-			float gg = sc * g[t];
-			if (dqi)
-				prefetch_key(k, ldk, js, t, jend, de);
-			if (dk)
-				prefetch_key_w(dk, lddk, js, t, jend, de);
-			if (gg == 0.0f)
-				continue;
-			if (dqi)
-				axpy(gg, k + (int64_t)js[t] * ldk, dqi, de);
-			if (dk)
-				axpy(gg, qi, dk + (int64_t)js[t] * lddk, de);
-		}
+		ds_row(sc, g, c, js, jend, qi, k, ldk,
+		       dqe ? dqe + (int64_t)i * ldde : NULL, dk, lddk, de);
 		if (a->K > 0)
 			rel_bwd(a, q + (int64_t)i * ldq, i, js, c, g,
 				dq ? dq + (int64_t)i * lddq : NULL);
