@@ -30,16 +30,7 @@
 #include "engine/fuse.h"
 #include "engine/graph.h"
 #include "engine/op.h"
-#include "engine/vmath.h"
-
-/* The epilogue kernels compiled for AVX-512, AVX2 and baseline x86-64, as
- * the ops' hot loops (src/ops/spatial.h's DL_CLONES) */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-	defined(__x86_64__) && defined(__linux__)
-#define FUSE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FUSE_CLONES
-#endif
+#include "engine/vmath.h"   /* dl_erff, DL_CLONES */
 
 #define GELU_SQRT1_2 0.70710678118654752440f    /* as src/ops/activation.c */
 #define GELU_BETA 0.79788456080286535588f
@@ -249,7 +240,7 @@ static inline __attribute__((always_inline)) void act_row(int a, float *y, int64
 	}
 }
 
-FUSE_CLONES void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
+DL_CLONES void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
 				 int64_t c, int64_t n)
 {
 	float b = e->bias ? e->bias[c] : 0.0f;
@@ -274,7 +265,7 @@ FUSE_CLONES void dl_epilogue_row(const struct dl_epilogue *e, float *y, const fl
 	act_row(e->act2, y, n);
 }
 
-FUSE_CLONES void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const float *r,
+DL_CLONES void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const float *r,
 				  int64_t rows, int64_t C)
 {
 	#pragma omp parallel for if (rows * C > 32768)

@@ -1,4 +1,6 @@
-/* Branch-free float erf and exp for loops that `omp simd` vectorises:
+/* What vectorised hot loops share, in the ops, the fused epilogues and
+ * the optimizer: the target_clones attribute (DL_CLONES), and
+ * branch-free float erf and exp for loops that `omp simd` vectorises:
  * glibc's scalar erff branches on the argument's range and stops the
  * loop from vectorising (GELU over [128, 3072] took about 10 ns an
  * element, __erff 53% of it). Plain IEEE operations only, so every
@@ -9,6 +11,17 @@
 
 #include <stdint.h>
 #include <string.h>
+
+/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
+ * picked when the program loads (GCC's target_clones); `omp simd` lets
+ * them vectorise (reductions included) without -O3 or -ffast-math.
+ * Elsewhere: plain C. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+	defined(__x86_64__) && defined(__linux__)
+#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DL_CLONES
+#endif
 
 /* erf(x): x P(x^2) / Q(x^2) on x clamped to [-4, 4] (erf(4) rounds to 1
  * in float), the rational form of Eigen's and XLA's float erf; within 4

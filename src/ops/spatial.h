@@ -8,17 +8,7 @@
 #include <stdint.h>
 
 #include "engine/op.h"
-
-/* Hot loops are compiled for AVX-512, AVX2 and baseline x86-64, the best
- * picked when the program loads (GCC's target_clones); `omp simd` lets
- * them vectorise (reductions included) without -O3 or -ffast-math.
- * Elsewhere: plain C. */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-	defined(__x86_64__) && defined(__linux__)
-#define DL_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DL_CLONES
-#endif
+#include "engine/vmath.h"   /* DL_CLONES, for the hot loops */
 
 /* Every spatial size, kernel, stride, dilation and padding stays below
  * this, so index arithmetic on them never overflows. */

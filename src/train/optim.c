@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "train/optim.h"
-#include "ops/spatial.h"   /* DL_CLONES */
+#include "engine/vmath.h"   /* DL_CLONES */
 
 /* Below this many elements a loop runs on one thread. */
 #define PAR_MIN ((size_t)1 << 15)
