@@ -22,7 +22,8 @@ static int classifies(enum dl_loss l)
 }
 
 /* Infers shapes and plans for b samples of d (once per batch size, data
- * set and mode); the loss output's gradient buffer grows to fit. */
+ * set and mode); in training, the loss writes its gradient into the
+ * plan's own slot for it. */
 static int plan_for(struct dl_trainer *t, const struct dl_dataset *d, int64_t b, int train,
 		    struct dl_error *err)
 {
@@ -42,14 +43,8 @@ static int plan_for(struct dl_trainer *t, const struct dl_dataset *d, int64_t b,
 		rc = dl_graph_plan(g, train, err);
 	if (rc)
 		return rc;
-	int64_t n = dl_shape_numel(&g->values[g->outputs[t->step.out]].shape);
-	if (n > t->dout_cap) {
-		float *p = realloc(t->dout[t->step.out], (size_t)(n + 1) * sizeof *p);
-		if (!p)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		t->dout[t->step.out] = p;
-		t->dout_cap = n;
-	}
+	if (train)
+		dl_step_use_plan_slot(&t->step);
 	t->cur_batch = b;
 	t->cur_train = train;
 	t->cur_data = d;
@@ -317,9 +312,7 @@ void dl_trainer_free(struct dl_trainer *t)
 	for (int i = 0; t->bx && t->train && i < t->train->n_x; i++)
 		free(t->bx[i]);
 	free(t->bx);
-	for (int k = 0; t->dout && t->g && k < t->g->n_outputs; k++)
-		free(t->dout[k]);
-	free(t->dout);
+	free(t->dout);   /* its entries are the plan's */
 	free(t->by);
 	free(t->bids);
 	free(t->perm);

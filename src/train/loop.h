@@ -65,8 +65,10 @@ struct dl_trainer {
 	float **bx;                       /* [n_inputs] one batch's inputs */
 	float *by;                        /* its float targets */
 	int64_t *bids;                    /* or class ids */
-	float **dout;                     /* [n_outputs] */
-	int64_t dout_cap;
+	float **dout;                     /* [n_outputs] the loss output's
+	                                   * entry is the plan's slot
+	                                   * (dl_step_use_plan_slot), the
+	                                   * others NULL */
 	int64_t *perm;
 	int64_t cur_batch;                /* batch size the graph is planned for */
 	int cur_train;

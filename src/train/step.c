@@ -75,8 +75,8 @@ void dl_step_update(struct dl_step *s, double lr)
 	dl_optim_step(s->opt, s->g->param_block, s->g->grad_block, lr);
 }
 
-int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_t step_no,
-		  struct dl_ctx *ctx, double *loss, struct dl_error *err)
+int dl_train_forward(struct dl_step *s, const struct dl_batch *b, int64_t step_no,
+		     struct dl_ctx *ctx, double *loss, struct dl_error *err)
 {
 	struct dl_graph *g = s->g;
 	double l = 0, aux = 0;
@@ -104,16 +104,39 @@ int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_
 					    (long long)step_no);
 		}
 	}
+	*loss = l;
+	return 0;
+}
+
+int dl_train_finish(struct dl_step *s, double lr, struct dl_ctx *ctx, double *loss,
+		    struct dl_error *err)
+{
+	struct dl_graph *g = s->g;
 	dl_step_backward(s, NULL, ctx);
 	if (s->reduce) {
-		int rc = s->reduce(s->reduce_user, g->grad_block, g->n_param_floats, &l, err);
+		int rc = s->reduce(s->reduce_user, g->grad_block, g->n_param_floats, loss, err);
 		if (rc)
 			return rc;
 	}
 	dl_step_update(s, lr);
-	if (loss)
-		*loss = l;
 	return 0;
+}
+
+int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_t step_no,
+		  struct dl_ctx *ctx, double *loss, struct dl_error *err)
+{
+	double l;
+	int rc = dl_train_forward(s, b, step_no, ctx, &l, err);
+	if (rc == 0)
+		rc = dl_train_finish(s, lr, ctx, &l, err);
+	if (rc == 0 && loss)
+		*loss = l;
+	return rc;
+}
+
+void dl_step_use_plan_slot(struct dl_step *s)
+{
+	s->dout[s->out] = dl_graph_output_grad(s->g, s->out);
 }
 
 int dl_train_ranges(const struct dl_graph *g, struct dl_range **ranges, int *n,

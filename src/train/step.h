@@ -19,8 +19,10 @@ struct dl_step {
 	enum dl_loss loss;
 	int64_t ignore_index;
 	float **dout;             /* [n_outputs] the outputs' gradients that
-	                           * backward seeds, NULL for none; the caller
-	                           * owns them, dl_step_loss writes dout[out] */
+	                           * backward seeds, NULL for none: the
+	                           * caller's buffers or the plan's own slots
+	                           * (dl_step_use_plan_slot); dl_step_loss
+	                           * writes dout[out] */
 	struct dl_optim *opt;     /* NULL: no update */
 	const struct dl_range *ranges;  /* trainable ranges (clipping) */
 	int n_ranges;
@@ -68,11 +70,32 @@ void dl_step_backward(struct dl_step *s, float *const *din, struct dl_ctx *ctx);
  * s->opt). */
 void dl_step_update(struct dl_step *s, double lr);
 /* The whole step: forward, loss (unless b has no labels) plus the
- * forward's auxiliary losses (s->aux_loss), backward, update. A non-finite loss is DL_ERUN naming the first op whose output
- * was not finite (step_no is the step's number in the message); nothing is
- * updated then. *loss (may be NULL) receives the loss, 0 without labels. */
+ * forward's auxiliary losses (s->aux_loss), backward, update. A non-finite
+ * loss is DL_ERUN naming the first op whose output was not finite (step_no
+ * is the step's number in the message); nothing is updated then. *loss
+ * (may be NULL) receives the loss, 0 without labels. It is
+ * dl_train_forward followed by dl_train_finish. */
 int dl_train_step(struct dl_step *s, const struct dl_batch *b, double lr, int64_t step_no,
 		  struct dl_ctx *ctx, double *loss, struct dl_error *err);
+/* The step in two calls, for a caller that writes the outputs' gradients
+ * itself (dlrun bench, on a batch without labels): dl_train_forward runs
+ * the forward, sets s->aux_loss and, when b has labels, writes dL/dout
+ * into s->dout[s->out] and *loss (0 without labels), failing as
+ * dl_train_step on a non-finite loss. The caller may then write
+ * s->dout[k] (for instance the plan's own slots, dl_graph_output_grad);
+ * dl_train_finish back-propagates them, reduces across processes
+ * (s->reduce, which updates *loss) and takes the optimizer step at lr. */
+int dl_train_forward(struct dl_step *s, const struct dl_batch *b, int64_t step_no,
+		     struct dl_ctx *ctx, double *loss, struct dl_error *err);
+int dl_train_finish(struct dl_step *s, double lr, struct dl_ctx *ctx, double *loss,
+		    struct dl_error *err);
+/* Points s->dout[s->out] at the plan's own gradient slot of the loss
+ * output (dl_graph_output_grad), so that dl_step_loss writes dL/dout there
+ * and backward takes it as it is: no logits-sized buffer outside the plan.
+ * The slot belongs to the current plan: call again after every
+ * dl_graph_plan of a training plan (outside one, the slot is not to be
+ * written). s->dout's other entries are left as they are. */
+void dl_step_use_plan_slot(struct dl_step *s);
 
 /* The trainable (non-buffer) ranges of g's parameter block, adjacent ones
  * merged, in a malloc()ed array the caller frees. */

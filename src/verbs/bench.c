@@ -46,30 +46,30 @@ struct bench {
 };
 
 /* One timed iteration: a forward pass, or forward + backward + step. */
-static void iterate(struct bench *B)
+static int iterate(struct bench *B, struct dl_error *err)
 {
 	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads(),
 			      .fixed_weights = !B->train};
 	if (!B->train) {
 		dl_step_forward(&B->step, B->in, &ctx);
-		return;
+		return 0;
 	}
 	/* no labels: a fixed output gradient, written after the forward
 	 * into the plan's own slot for it (a logits-sized buffer of the
 	 * bench's own would be memory the plan does not count), seeds
 	 * backward */
-	double aux = 0;
-	ctx.aux_loss = &aux;
-	dl_step_forward(&B->step, B->in, &ctx);
-	ctx.aux_loss = NULL;
+	struct dl_batch b = {.n = 0, .in = B->in};
+	double loss;
+	int rc = dl_train_forward(&B->step, &b, 0, &ctx, &loss, err);
+	if (rc)
+		return rc;
 	for (int k = 0; k < B->g->n_outputs; k++) {
 		float *d = B->dout[k];
 		int64_t n = dl_shape_numel(&B->g->values[B->g->outputs[k]].shape);
 		for (int64_t j = 0; d && j < n; j++)
 			d[j] = 1.0f / (float)n;
 	}
-	dl_step_backward(&B->step, NULL, &ctx);
-	dl_step_update(&B->step, 1e-6);
+	return dl_train_finish(&B->step, 1e-6, &ctx, &loss, err);
 }
 
 static int setup(struct bench *B, struct dl_error *err)
@@ -261,16 +261,18 @@ static int bench_main(int argc, char **argv, struct dl_error *err)
 	}
 	if (rc == 0) {
 		int warm = iters < 3 ? 1 : 3;
-		for (int k = 0; k < warm; k++)
-			iterate(&B);
-		for (int k = 0; k < iters; k++) {
+		for (int k = 0; rc == 0 && k < warm; k++)
+			rc = iterate(&B, err);
+		for (int k = 0; rc == 0 && k < iters; k++) {
 			memset(B.g->prof, 0, (size_t)B.g->n_nodes * sizeof *B.g->prof);
 			double t0 = now_ms();
-			iterate(&B);
+			rc = iterate(&B, err);
 			it_ms[k] = now_ms() - t0;
 			for (int i = 0; i < B.g->n_nodes; i++)
 				node_ms[(size_t)i * iters + k] = B.g->prof[i] * 1e3;
 		}
+	}
+	if (rc == 0) {
 		report(&B, model, batch, (int)iters, startup, it_ms, node_ms, json);
 		if (fflush(stdout) != 0)
 			rc = dl_error_set(err, DL_ERUN, "stdout: write failed");
