@@ -889,22 +889,28 @@ void dl_graph_backward(struct dl_graph *g, const float *const *dout,
 		       float *const *din_in, struct dl_ctx *ctx)
 {
 	int n = g->n_nodes;
-	for (int k = 0; k < g->n_outputs; k++) {
-		int v = g->outputs[k], in_place = 0;
-		/* a gradient written into the output's own slot is kept */
-		for (int j = 0; dout && j < g->n_outputs; j++)
-			in_place |= g->outputs[j] == v && dout[j] && dout[j] == g->values[v].grad;
-		if (!in_place)
-			zero_grad_at(g, v, n);
-	}
+	/* the outputs' slots: one written after the forward as dout[k]
+	 * itself (in place) is kept, any other zeroed (at the first listing
+	 * of its value, unless a later listing is in place); then the other
+	 * dout[k] are added, in output order */
 	for (int k = 0; k < g->n_outputs; k++) {
 		int v = g->outputs[k];
-		if (!dout || !dout[k] || v < g->n_inputs || dout[k] == g->values[v].grad)
+		if (v < g->n_inputs)
 			continue;
 		float *gv = g->values[v].grad;
+		const float *d = dout ? dout[k] : NULL;
+		int in_place = d && d == gv, first = 1;
+		for (int j = 0; j < k; j++)
+			first &= g->outputs[j] != v;
+		for (int j = k + 1; first && !in_place && j < g->n_outputs; j++)
+			in_place = g->outputs[j] == v && dout && dout[j] && dout[j] == gv;
+		if (first && !in_place)
+			zero_grad_at(g, v, n);
+		if (!d || d == gv)
+			continue;
 		int64_t c = dl_shape_numel(&g->values[v].shape);
 		for (int64_t j = 0; j < c; j++)
-			gv[j] += dout[k][j];
+			gv[j] += d[j];
 	}
 	ctx->ws = g->ws;
 	for (int i = n - 1; i >= 0; i--) {
