@@ -620,6 +620,38 @@ START_TEST(values_dropout)
 }
 END_TEST
 
+/* p = 0 in training (dropout, dropout2d, drop_path): the identity, bit for
+ * bit, with no mask and no draw from the generator (PyTorch's at::dropout
+ * returns its input when p == 0), and backward passes dy through. */
+START_TEST(values_dropout_p0)
+{
+	static const char *const ops[] = {"dropout", "dropout2d", "drop_path"};
+	struct dl_shape in = SH(3, 5, 7);   /* odd sizes */
+	float x[105], dy[105];
+	for (int i = 0; i < 105; i++) {
+		x[i] = (float)(i % 11) * 0.37f - 1.9f;
+		dy[i] = (float)(i % 5) * 0.5f - 1.1f;
+	}
+	const float *v[] = {x};
+	for (int k = 0; k < 3; k++) {
+		struct rig r;
+		run_values(&r, ops[k], "p: 0", 1, &in, v, in, 1);
+		ck_assert_uint_eq(r.n.saved_bytes, 0);
+		ck_assert_msg(memcmp(r.out.data, x, sizeof x) == 0, "%s p = 0: not the identity",
+			      ops[k]);
+		struct dl_rng before = r.rng;
+		memset(r.out.data, 0, sizeof x);
+		r.n.op->forward(&r.n, r.in, &r.out, &r.ctx);
+		ck_assert_msg(memcmp(&before, &r.rng, sizeof before) == 0,
+			      "%s p = 0 drew from the generator", ops[k]);
+		ck_assert(memcmp(r.out.data, x, sizeof x) == 0);
+		r.n.op->backward(&r.n, r.in, &r.out, dy, r.din, &r.ctx);
+		ck_assert_msg(memcmp(r.din[0], dy, sizeof dy) == 0, "%s p = 0: dx != dy", ops[k]);
+		rig_free(&r);
+	}
+}
+END_TEST
+
 /* drop_path: the identity at inference; in training each sample is either
  * all zeros or x / (1 - p), about p of them zeros, and backward routes the
  * gradient through the same draws. */
@@ -932,6 +964,7 @@ Suite *make_ops_suite(void)
 	tcase_add_test(v, values_mean_concat_reshape);
 	tcase_add_test(v, values_dropout);
 	tcase_add_test(v, values_drop_path);
+	tcase_add_test(v, values_dropout_p0);
 	suite_add_tcase(s, v);
 	TCase *e = tcase_create("errors");
 	tcase_add_test(e, errors);

@@ -704,4 +704,26 @@ moe_seed() {
 }
 check "noisy_gating: the noise follows --seed" moe_seed
 
+
+# dropout p = 0 is the identity in training too and draws nothing: a model
+# with a p = 0 dropout before a p = 0.3 one trains to the same bytes twice
+# with one --seed, to the same bytes as the model without it, and to other
+# bytes with another seed (the p = 0.3 dropout draws)
+dropout_p0() {
+	_d=$srcdir/tests/data/dropout_p0
+	for _r in with_1a with_1b without_1 with_2; do
+		_s=${_r##*_}
+		run_dlrun train "$_d/${_r%_*}.yaml" --data "$digits" --epochs 1 \
+			--batch-size 64 --seed "${_s%[ab]}" -q -o "$tmp/p0_$_r.safetensors"
+		expect_rc 0 || return 1
+	done
+	same_bytes "$tmp/p0_with_1a.safetensors" "$tmp/p0_with_1b.safetensors" || return 1
+	same_bytes "$tmp/p0_with_1a.safetensors" "$tmp/p0_without_1.safetensors" || return 1
+	cmp -s "$tmp/p0_with_1a.safetensors" "$tmp/p0_with_2.safetensors" &&
+		fail "--seed 1 and --seed 2 drew the same dropout masks"
+	return 0
+}
+check "dropout p = 0 before p = 0.3: deterministic with --seed, no draws of its own" \
+	dropout_p0
+
 done_testing

@@ -4,6 +4,9 @@
  * by 1 / (1 - p). The mask is drawn from ctx->rng
  * in element order, so a seed gives the same masks on every machine, and
  * kept in ctx->saved (one byte per element or channel) for backward.
+ * p = 0 is the identity in training too, with no draws and no mask, as
+ * PyTorch's at::dropout returns its input when p == 0: the generator's
+ * stream then continues as if the op were not there.
  * macs: 0. */
 #include <stdint.h>
 #include <string.h>
@@ -68,7 +71,7 @@ static int dropout_infer(struct dl_node *n, const struct dl_shape *in,
 	dropout_groups(n, &in[0], &G, &S);
 	*out = in[0];
 	n->ws_bytes = 0;
-	n->saved_bytes = (size_t)G;
+	n->saved_bytes = p > 0 ? (size_t)G : 0;   /* p = 0: no mask */
 	n->macs = 0;
 	return 0;
 }
@@ -78,7 +81,7 @@ static void dropout_fwd(struct dl_node *n, const struct dl_tensor *in,
 {
 	int64_t G, S;
 	dropout_groups(n, &in[0].shape, &G, &S);
-	if (!ctx->train || !ctx->saved) {
+	if (!ctx->train || !ctx->saved || n->hp[0].f == 0.0) {
 		if (out->data != in[0].data && G * S > 0)
 			memcpy(out->data, in[0].data, (size_t)(G * S) * sizeof(float));
 		return;
@@ -106,7 +109,7 @@ static void dropout_bwd(struct dl_node *n, const struct dl_tensor *in,
 	if (!din[0])
 		return;
 	dropout_groups(n, &in[0].shape, &G, &S);
-	if (!ctx->train || !ctx->saved) {
+	if (!ctx->train || !ctx->saved || n->hp[0].f == 0.0) {
 		float *dx = din[0];
 		int64_t len = G * S;
 #pragma omp parallel for if (len > PAR_MIN)
