@@ -461,6 +461,99 @@ START_TEST(test_optim_state_round_trip)
 }
 END_TEST
 
+/* torch.optim.Adam / AdamW of PyTorch 1.13 (torch/optim/adam.py and
+ * adamw.py, _single_tensor_adam(w), no amsgrad) on one float32 element,
+ * one tensor operation at a time, each rounded to float, the Python-float
+ * scalars cast to float as the CPU kernels do; step is the step after
+ * its increment:
+ *   adamw: param.mul_(1 - lr * weight_decay)
+ *   adam:  grad = grad.add(param, alpha=weight_decay)
+ *   exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+ *   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+ *   step_size = lr / (1 - beta1 ** step)
+ *   denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2 ** step)).add_(eps)
+ *   param.addcdiv_(exp_avg, denom, value=-step_size)
+ * (addcmul_ is self + value * t1 * t2, addcdiv_ self + value * t1 / t2.)
+ * The same formula in numpy float32 gave torch.optim.Adam's and AdamW's
+ * bits (PyTorch 1.13, one thread, lengths 1, 3 and 7, these four
+ * configurations). */
+static void adam_ref(const struct dl_optim_config *c, double step, double lr, float *p,
+		     float g, float *m, float *v)
+{
+	float param = *p, grad = g;
+	if (c->kind == DL_OPTIM_ADAMW)
+		param = param * (float)(1.0 - lr * c->weight_decay);
+	else if (c->weight_decay != 0)
+		grad = grad + (float)c->weight_decay * param;
+	float exp_avg = *m * (float)c->beta1;
+	exp_avg = exp_avg + (float)(1.0 - c->beta1) * grad;
+	float exp_avg_sq = *v * (float)c->beta2;
+	exp_avg_sq = exp_avg_sq + (float)(1.0 - c->beta2) * grad * grad;
+	double step_size = lr / (1.0 - pow(c->beta1, step));
+	float denom = sqrtf(exp_avg_sq) / (float)sqrt(1.0 - pow(c->beta2, step));
+	denom = denom + (float)c->eps;
+	*p = param + (float)-step_size * exp_avg / denom;
+	*m = exp_avg;
+	*v = exp_avg_sq;
+}
+
+/* The vectorised Adam and AdamW update against adam_ref, bit for bit: odd
+ * lengths (no multiple of the vector widths, so every loop has a tail; the
+ * last above the threshold where the update runs on threads), ranges at
+ * odd offsets, weight decay off, L2 (adam) and decoupled (adamw), three
+ * steps at changing learning rates. */
+START_TEST(test_adam_bitwise)
+{
+	static const size_t lens[] = {1, 3, 7, 9, 15, 17, 31, 33, 65, 127, 40001};
+	struct dl_optim_config cfg[4];
+	cfg[0] = dl_optim_defaults(DL_OPTIM_ADAM);
+	cfg[0].weight_decay = 0;
+	cfg[1] = dl_optim_defaults(DL_OPTIM_ADAM);
+	cfg[1].beta1 = 0.8, cfg[1].beta2 = 0.95, cfg[1].eps = 1e-6, cfg[1].weight_decay = 0.02;
+	cfg[2] = dl_optim_defaults(DL_OPTIM_ADAMW);
+	cfg[2].weight_decay = 0.05;
+	cfg[3] = dl_optim_defaults(DL_OPTIM_ADAMW);
+	cfg[3].beta1 = 0.85, cfg[3].beta2 = 0.98, cfg[3].eps = 1e-7, cfg[3].weight_decay = 0.3;
+	static const double lr[3] = {0.01, 0.003, 0.02};
+	for (int k = 0; k < 4; k++)
+		for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+			size_t len = lens[li], n = len + 4;
+			struct dl_range r = {3, len};   /* odd offset, 1 float after */
+			float *p = malloc(n * sizeof *p), *q = malloc(n * sizeof *q);
+			float *g = malloc(n * sizeof *g), *m = calloc(n, sizeof *m);
+			float *v = calloc(n, sizeof *v);
+			ck_assert(p && q && g && m && v);
+			for (size_t i = 0; i < n; i++)
+				p[i] = q[i] = (float)(cos(0.61 * (double)i) * (1.0 + (double)(i % 5)));
+			struct dl_optim o;
+			struct dl_error err = {0};
+			ck_assert_msg(dl_optim_init(&o, &cfg[k], n, &r, 1, &err) == 0, "%s", err.msg);
+			for (int s = 0; s < 3; s++) {
+				for (size_t i = 0; i < n; i++)   /* some tiny, some large */
+					g[i] = (float)(sin(0.37 * (double)i + 1.1 * s) *
+						       ((i + (size_t)s) % 7 == 0 ? 1e-6 : 1.0 + (double)(i % 3)));
+				dl_optim_step(&o, p, g, lr[s]);
+				for (size_t i = r.offset; i < r.offset + len; i++)
+					adam_ref(&cfg[k], s + 1, lr[s], &q[i], g[i], &m[i], &v[i]);
+				for (size_t i = 0; i < n; i++)
+					ck_assert_msg(memcmp(&p[i], &q[i], sizeof *p) == 0,
+						      "%s wd %g, length %zu, step %d: param[%zu] = %.9g, "
+						      "scalar reference %.9g",
+						      cfg[k].kind == DL_OPTIM_ADAMW ? "adamw" : "adam",
+						      cfg[k].weight_decay, len, s + 1, i, p[i], q[i]);
+				ck_assert(memcmp(o.m, m, n * sizeof *m) == 0);
+				ck_assert(memcmp(o.v, v, n * sizeof *v) == 0);
+			}
+			dl_optim_free(&o);
+			free(p);
+			free(q);
+			free(g);
+			free(m);
+			free(v);
+		}
+}
+END_TEST
+
 START_TEST(test_optim_config_errors)
 {
 	struct dl_optim o;
@@ -704,6 +797,7 @@ Suite *make_train_suite(void)
 	tc = tcase_create("optim");
 	tcase_add_loop_test(tc, test_optim_parity, 0, 5);
 	tcase_add_loop_test(tc, test_optim_state_round_trip, 0, 5);
+	tcase_add_test(tc, test_adam_bitwise);
 	tcase_add_test(tc, test_optim_config_errors);
 	tcase_add_loop_test(tc, test_clip_grad_norm, 0, 2);
 	tcase_add_loop_test(tc, test_lr_schedules, 0, 6);
