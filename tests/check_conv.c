@@ -699,6 +699,54 @@ START_TEST(test_conv_team_invariant)
 }
 END_TEST
 
+/* Batch 1: one unit (a Winograd block, a tile of columns, a pointwise
+ * product) shared by the threads (conv.c's shared_units). Two threads
+ * asked for, one or two running: the same bits; one thread asked for
+ * against two: Winograd's split (by GEMM) keeps the bits, im2col's (by
+ * output channel) stays within 1e-6. */
+START_TEST(test_conv_batch1_shared)
+{
+	const char *hps[] = {
+		"out_channels: 64, kernel_size: 3, padding: 1",                /* F(4x4), 1 block */
+		"out_channels: 96, kernel_size: 3, padding: 1, groups: 2",     /* F(4x4), a group per thread */
+		"out_channels: 128, kernel_size: 3, stride: 2, padding: 1",    /* im2col, 1 tile */
+		"out_channels: 200, kernel_size: 1",                           /* pointwise */
+	};
+	int keep = dl_threads();
+	for (int t = 0; t < 4; t++) {
+		struct harness h[3];
+		int64_t d[4] = {1, 64, 15, 13};
+		struct dl_shape xs = dl_shape_make(4, d);
+		for (int k = 0; k < 3; k++) {
+			struct dl_error err = {0};
+			dl_set_threads(k == 0 ? 1 : 2);
+			if (k > 0)
+				dl_threads_pin(k);
+			ck_assert(h_setup(&h[k], "conv2d", hps[t], &xs, 0, &err) == 0);
+			struct dl_rng r;
+			dl_rng_seed(&r, 31 + t);
+			for (int64_t i = 0; i < h[k].nx; i++)
+				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int64_t i = 0; i < h[k].ny; i++)
+				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int i = 0; i < h[k].n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
+					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h[k]);
+		}
+		ck_assert_msg(memcmp(h[1].y, h[2].y, (size_t)h[1].ny * sizeof(float)) == 0,
+			      "{%s}: one or two threads running", hps[t]);
+		ck_assert_msg(rel_err(h[2].y, h[0].y, h[0].ny) < 1e-6, "{%s}: 1 or 2 threads", hps[t]);
+		if (t < 2)
+			ck_assert_msg(memcmp(h[0].y, h[2].y, (size_t)h[0].ny * sizeof(float)) == 0,
+				      "{%s}: Winograd's bits at 1 and 2 threads", hps[t]);
+		for (int k = 0; k < 3; k++)
+			h_free(&h[k]);
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* The same for one product large enough to be shared among threads. */
 START_TEST(test_sgemm_team_invariant)
 {
@@ -1065,6 +1113,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_batch_consistency);
 	tcase_add_test(tc, test_conv_threads);
 	tcase_add_test(tc, test_conv_team_invariant);
+	tcase_add_test(tc, test_conv_batch1_shared);
 	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_conv_wino4_accuracy);

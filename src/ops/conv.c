@@ -227,12 +227,13 @@ static struct win convt_win(const struct geom *g)
 
 /* Grid rows [oh0, oh1) of the columns: col [C kh kw, (oh1 - oh0) OW],
  * col[(c kh + i) kw + j, (oh - oh0) OW + ow] = img[c, oh sh - ph + i dh,
- * ow sw - pw + j dw], 0 outside the image. */
-DL_CLONES static void im2col(float *restrict col, const float *restrict img,
-		   const struct win *w, int64_t oh0, int64_t oh1)
+ * ow sw - pw + j dw], 0 outside the image; only column rows [r0, r1)
+ * (threads sharing one tile of columns each fill a part). */
+DL_CLONES static void im2col_part(float *restrict col, const float *restrict img,
+		   const struct win *w, int64_t oh0, int64_t oh1, int64_t r0, int64_t r1)
 {
-	int64_t rows = w->C * w->kh * w->kw, cols = (oh1 - oh0) * w->OW;
-	for (int64_t r = 0; r < rows; r++) {
+	int64_t cols = (oh1 - oh0) * w->OW;
+	for (int64_t r = r0; r < r1; r++) {
 		int64_t c = r / (w->kh * w->kw), i = r / w->kw % w->kh, j = r % w->kw;
 		const float *plane = img + c * w->H * w->W;
 		float *dst = col + r * cols;
@@ -256,6 +257,12 @@ DL_CLONES static void im2col(float *restrict col, const float *restrict img,
 				dst[ow] = 0.0f;
 		}
 	}
+}
+
+static void im2col(float *col, const float *img, const struct win *w, int64_t oh0,
+		   int64_t oh1)
+{
+	im2col_part(col, img, w, oh0, oh1, 0, w->C * w->kh * w->kw);
 }
 
 /* The adjoint of im2col for grid rows [oh0, oh1): img += col scattered
@@ -766,6 +773,48 @@ static int team_of(int nt)
 	return t < nt ? t : nt;
 }
 
+static int team_size(void)
+{
+#ifdef _OPENMP
+	return omp_get_num_threads();
+#else
+	return 1;
+#endif
+}
+
+/* Batch 1 splits a layer into fewer units (tiles of output rows, blocks
+ * of Winograd tiles) than threads, or into a few that do not divide
+ * evenly: resnet18 at 224x224 had 1 Winograd block in every layer from
+ * layer2 on, so one thread ran each of them while the other waited at the
+ * barrier (perf: 53% of the 2-thread run's samples in libgomp's wait
+ * loop). Then the nt slots share every unit instead: each fills its part
+ * of the columns (input channels), and after a barrier computes its part
+ * of the output channels, a GEMM of OCg / nt rows that packs only its
+ * rows of the weights (split by columns, each thread packed all of them).
+ * The parts follow nt, the count asked for, so the bits do not change
+ * when fewer threads run them. */
+static int shared_units(int64_t units, int nt)
+{
+	return nt > 1 && (units < nt || (units % nt != 0 && units < 4 * nt));
+}
+
+/* Part s of nt of n rows: [*lo, *hi), in steps of 16 rows (BLAS panels)
+ * when there are enough. */
+static void part_of(int64_t n, int nt, int s, int64_t *lo, int64_t *hi)
+{
+	int64_t step = (n + nt - 1) / nt;
+	if (n >= 16 * nt)
+		step = (step + 15) / 16 * 16;
+	*lo = s * step < n ? s * step : n;
+	*hi = *lo + step < n ? *lo + step : n;
+}
+
+/* Convolutions below this many multiply-adds run on one thread, without
+ * a parallel region: at batch 1 (mobilenet_v2's and efficientnet_b0's
+ * 1x1 layers at 7x7 and 14x14) the GEMM takes tens of microseconds, about
+ * what waking a worker and its barrier cost. */
+#define CONV_SPLIT_MACS (1L << 21)
+
 /* Floats of im2col columns per tile: a tile of grid rows whose columns
  * stay in L2 between im2col and the GEMM that reads them, yet wide enough
  * for the GEMM to run at speed (tuned on a 1 MB L2). */
@@ -1091,11 +1140,12 @@ DL_CLONES static void wino_pad_rows(float *restrict pad, const float *restrict x
  * x [Cg, H, W] (one image and group), V [16, Cg, T]. pad: [4, L]. */
 DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
 				  const float *restrict x, const struct geom *g,
-				  const struct wino *p, int64_t th0, int64_t th1)
+				  const struct wino *p, int64_t th0, int64_t th1,
+				  int64_t c_lo, int64_t c_hi)
 {
 	int64_t Cg = cin_g(g), TW = p->TW, L = p->L, T = p->T;
 	int64_t cs = Cg * T;   /* stride between the 16 matrices */
-	for (int64_t c = 0; c < Cg; c++) {
+	for (int64_t c = c_lo; c < c_hi; c++) {
 		const float *xc = x + c * g->H * g->W;
 		for (int64_t th = th0; th < th1; th++) {
 			wino_pad_rows(pad, xc, g, 2 * th - g->ph, 4, L);
@@ -1144,11 +1194,11 @@ DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
 DL_CLONES static void wino_input4(float *restrict V, float *restrict pad,
 				  float *restrict rt, const float *restrict x,
 				  const struct geom *g, const struct wino *p,
-				  int64_t th0, int64_t th1)
+				  int64_t th0, int64_t th1, int64_t c_lo, int64_t c_hi)
 {
 	int64_t Cg = cin_g(g), TW = p->TW, L = p->L, T = p->T;
 	int64_t cs = Cg * T;   /* stride between the 36 matrices */
-	for (int64_t c = 0; c < Cg; c++) {
+	for (int64_t c = c_lo; c < c_hi; c++) {
 		const float *xc = x + c * g->H * g->W;
 		for (int64_t th = th0; th < th1; th++) {
 			wino_pad_rows(pad, xc, g, 4 * th - g->ph, 6, L);
@@ -1217,11 +1267,12 @@ DL_CLONES static void wino_output2(float *restrict y, float *restrict out,
 				   const float *restrict M, const float *b,
 				   const struct geom *g, const struct wino *p,
 				   int64_t th0, int64_t th1,
-				   const struct dl_epilogue *e, const float *r, int64_t c0)
+				   const struct dl_epilogue *e, const float *r, int64_t c0,
+				   int64_t o_lo, int64_t o_hi)
 {
 	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
 	int64_t cs = OCg * T;
-	for (int64_t o = 0; o < OCg; o++) {
+	for (int64_t o = o_lo; o < o_hi; o++) {
 		float bv = b ? b[o] : 0.0f;
 		for (int64_t th = th0; th < th1; th++) {
 			const float *restrict m = M + o * T + (th - th0) * TW;
@@ -1254,11 +1305,12 @@ DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
 				   const float *restrict M, const float *b,
 				   const struct geom *g, const struct wino *p,
 				   int64_t th0, int64_t th1,
-				   const struct dl_epilogue *e, const float *r, int64_t c0)
+				   const struct dl_epilogue *e, const float *r, int64_t c0,
+				   int64_t o_lo, int64_t o_hi)
 {
 	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
 	int64_t cs = OCg * T;
-	for (int64_t o = 0; o < OCg; o++) {
+	for (int64_t o = o_lo; o < o_hi; o++) {
 		float bv = b ? b[o] : 0.0f;
 		for (int64_t th = th0; th < th1; th++) {
 			const float *restrict m = M + o * T + (th - th0) * TW;
@@ -1302,6 +1354,78 @@ DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
 	}
 }
 
+/* wino_forward with the threads sharing each unit (shared_units), in
+ * three parts split by what each reads: the input transform by input
+ * channel, then the nx GEMMs by their index xi (each runs whole, so the
+ * bits are those of one thread: splitting a GEMM's rows changes
+ * OpenBLAS's sums, and F(4x4)'s output transform magnifies that to 3e-6),
+ * then the output transform by output channel; barriers between. V and M
+ * in slot 0, each thread's pad, rt and out in its own slot. */
+static void wino_forward_shared(float *y, const float *x, const float *U,
+				const float *b, float *ws, const struct geom *g, int nt,
+				const struct dl_epilogue *e, const float *res,
+				const struct wino *pp, int64_t blocks, int64_t units)
+{
+	struct wino p = *pp;
+	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
+	int64_t R = g->N * p.TH;
+	float *V = ws, *M = V + p.nx * Cg * p.T;
+	int saved = blas_serial_begin(nt);
+	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
+	{
+		int team = team_size(), me = thread_id();
+		float *pad = ws + me * slot + p.nx * (Cg + OCg) * p.T, *rt = pad + p.a * p.L;
+		float *out = rt + p.a * p.L;
+		int64_t lo, hi;
+		for (int64_t u = 0; u < units; u++) {
+			int64_t gi = u / blocks, bl = u % blocks;
+			int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
+			int64_t tiles = (r1 - r0) * p.TW;
+			part_of(Cg, team, me, &lo, &hi);
+			for (int64_t r = r0; r < r1 && lo < hi;) {
+				int64_t nn = r / p.TH, th0 = r % p.TH;
+				int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
+				const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
+				if (p.m == 4)
+					wino_input4(V + (r - r0) * p.TW, pad, rt, xg, g, &p, th0, th1,
+						    lo, hi);
+				else
+					wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1,
+						    lo, hi);
+				r += th1 - th0;
+			}
+			#pragma omp barrier
+			part_of(p.nx, team, me, &lo, &hi);
+			for (int64_t xi = lo; xi < hi; xi++)
+				dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
+					 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
+					 V + xi * Cg * p.T, (int)p.T, 0.0f,
+					 M + xi * OCg * p.T, (int)p.T);
+			#pragma omp barrier
+			part_of(OCg, team, me, &lo, &hi);
+			for (int64_t r = r0; r < r1 && lo < hi;) {
+				int64_t nn = r / p.TH, th0 = r % p.TH;
+				int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
+				int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
+				const float *bg = b ? b + gi * OCg : NULL;
+				const float *rg = res ? res + yoff : NULL;
+				if (p.m == 4)
+					wino_output4(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
+						     th0, th1, e, rg, gi * OCg, lo, hi);
+				else
+					wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
+						     th0, th1, e, rg, gi * OCg, lo, hi);
+				r += th1 - th0;
+			}
+			/* the next unit's transforms overwrite V and M */
+			if (u + 1 < units) {
+				#pragma omp barrier
+			}
+		}
+	}
+	blas_serial_end(saved);
+}
+
 /* The forward convolution by Winograd. Units: group x block of tile
  * rows, on nt threads, each with its slot of ws; U after the slots. */
 static void wino_forward(float *y, const float *x, const float *w,
@@ -1321,6 +1445,10 @@ static void wino_forward(float *y, const float *x, const float *w,
 		wino_weights(Uw, w, g, nt);
 		U = Uw;
 	}
+	if (shared_units(units, nt)) {
+		wino_forward_shared(y, x, U, b, ws, g, nt, e, res, &p, blocks, units);
+		return;
+	}
 	if (units < nt)
 		nt = (int)units;
 	int saved = blas_serial_begin(nt);
@@ -1338,9 +1466,9 @@ static void wino_forward(float *y, const float *x, const float *w,
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
 			const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
 			if (p.m == 4)
-				wino_input4(V + (r - r0) * p.TW, pad, rt, xg, g, &p, th0, th1);
+				wino_input4(V + (r - r0) * p.TW, pad, rt, xg, g, &p, th0, th1, 0, Cg);
 			else
-				wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1);
+				wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1, 0, Cg);
 			r += th1 - th0;
 		}
 		for (int xi = 0; xi < p.nx; xi++)
@@ -1355,10 +1483,10 @@ static void wino_forward(float *y, const float *x, const float *w,
 			const float *bg = b ? b + gi * OCg : NULL, *rg = res ? res + yoff : NULL;
 			if (p.m == 4)
 				wino_output4(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-					     th0, th1, e, rg, gi * OCg);
+					     th0, th1, e, rg, gi * OCg, 0, OCg);
 			else
 				wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-					     th0, th1, e, rg, gi * OCg);
+					     th0, th1, e, rg, gi * OCg, 0, OCg);
 			r += th1 - th0;
 		}
 	}
@@ -1409,6 +1537,65 @@ static void reduce_partials(float *dw, const float *part, int64_t slot,
 	}
 }
 
+/* conv_forward's units (image x group x tile of rows of output) with the
+ * nt slots sharing each (shared_units): the columns in slot 0, each
+ * thread filling rows of them, then after a barrier its part of the
+ * output channels. Pointwise layers read the input in place: no columns,
+ * no barrier. */
+static void conv_forward_shared(float *y, const float *x, const float *w,
+				const float *b, float *ws, const struct geom *g, int nt,
+				const struct dl_epilogue *e, const float *res,
+				const struct win *wn, int64_t rows, int64_t tiles,
+				int64_t units)
+{
+	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
+	int64_t P = g->OH * g->OW, HW = g->H * g->W;
+	int pw1 = pointwise(g);
+	int saved = blas_serial_begin(nt);
+	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
+	{
+		int team = team_size(), me = thread_id();
+		for (int64_t u = 0; u < units; u++) {
+			int64_t nn = u / (g->G * tiles), gi = u / tiles % g->G, t = u % tiles;
+			int64_t oh0 = t * rows, oh1 = oh0 + rows < g->OH ? oh0 + rows : g->OH;
+			int64_t cols = (oh1 - oh0) * g->OW;
+			const float *xg = x + (nn * g->C + gi * Cg) * HW;
+			float *yt = y + (nn * g->OC + gi * OCg) * P + oh0 * g->OW;
+			const float *B = xg + oh0 * g->OW;
+			int64_t ldb = P;
+			if (!pw1) {
+				for (int s = me; s < nt; s += team) {
+					int64_t lo, hi;
+					part_of(K, nt, s, &lo, &hi);
+					im2col_part(ws, xg, wn, oh0, oh1, lo, hi);
+				}
+				#pragma omp barrier
+				B = ws;
+				ldb = cols;
+			}
+			for (int s = me; s < nt; s += team) {
+				int64_t lo, hi;
+				part_of(OCg, nt, s, &lo, &hi);
+				if (lo >= hi)
+					continue;
+				float *yp = yt + lo * P;
+				dl_sgemm(0, 0, (int)(hi - lo), (int)cols, (int)K, 1.0f,
+					 w + (gi * OCg + lo) * K, (int)K, B, (int)ldb, 0.0f, yp, (int)P);
+				if (b)
+					add_bias_rows(yp, b + gi * OCg + lo, hi - lo, cols, P);
+				for (int64_t o = lo; e && o < hi; o++)
+					dl_epilogue_row(e, yt + o * P, res ? res + (yt - y) + o * P : NULL,
+							gi * OCg + o, cols);
+			}
+			/* the next unit's im2col overwrites the columns */
+			if (!pw1 && u + 1 < units) {
+				#pragma omp barrier
+			}
+		}
+	}
+	blas_serial_end(saved);
+}
+
 /* y [N, OC, OH, OW] = conv(x [N, C, H, W], w [OC, C/G, kh, kw]) + b.
  * Units: image x group x tile of output rows. ws: nt slots. */
 static void conv_forward(float *y, const float *x, const float *w,
@@ -1428,11 +1615,15 @@ static void conv_forward(float *y, const float *x, const float *w,
 	if (rows > g->OH)
 		rows = g->OH;
 	int64_t tiles = (g->OH + rows - 1) / rows, units = g->N * g->G * tiles;
+	struct win wn = conv_win(g);
+	if (shared_units(units, nt)) {
+		conv_forward_shared(y, x, w, b, ws, g, nt, e, res, &wn, rows, tiles, units);
+		return;
+	}
 	if (units < nt)
 		nt = (int)units;
 	if (nt < 1)
 		return;
-	struct win wn = conv_win(g);
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
@@ -1734,6 +1925,8 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	const float *w = n->params[0].data, *b = e ? NULL : bias_of(n, &g);
 	const float *res = e ? e->resp : NULL;
 	int nt = threads_for(n, &g);
+	if (!depthwise(&g) && g.N * g.OC * g.OH * g.OW * cin_g(&g) * g.kh * g.kw < CONV_SPLIT_MACS)
+		nt = 1;
 	if (g.transposed)
 		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))
