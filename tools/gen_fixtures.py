@@ -673,6 +673,10 @@ act_case("gelu_tanh", "gelu: {approximate: tanh}", nn.GELU("tanh"))
 # the vector width, values past its clamp at |x / sqrt 2| = 4
 act_case("gelu_wide", "gelu", nn.GELU(), scale=4.0, shape=(7, 131))
 act_case("silu", "silu", nn.SiLU())
+# the branch-free exp's loops (dl_expf, src/engine/vmath.h): a row not a
+# multiple of the vector width, values past its clamp at +-87
+act_case("silu_wide", "silu", nn.SiLU(), scale=40.0, shape=(7, 131))
+act_case("sigmoid_wide", "sigmoid", nn.Sigmoid(), scale=40.0, shape=(7, 131))
 act_case("softplus", "softplus", nn.Softplus(), scale=10.0)
 act_case("softplus_beta", "softplus: {beta: 2, threshold: 5}",
          nn.Softplus(beta=2, threshold=5))

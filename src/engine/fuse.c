@@ -194,7 +194,7 @@ static inline __attribute__((always_inline)) float act(int a, float v)
 		return r < 6.0f ? r : 6.0f;
 	}
 	case DL_ACT_SILU:
-		return v / (1.0f + expf(-v));
+		return v / (1.0f + dl_expf(-v));  /* as silu's */
 	case DL_ACT_GELU:
 		return 0.5f * v * (1.0f + dl_erff(v * GELU_SQRT1_2));  /* as gelu's */
 	case DL_ACT_GELU_TANH: {

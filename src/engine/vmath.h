@@ -73,4 +73,37 @@ static inline float dl_expf_neg(float x)
 	return p * s;
 }
 
+/* exp(x) over the whole float range: |x| clamped to 87 on its bits (an
+ * integer select: a float compare against a constant let GCC thread a
+ * path on which the result was constant, whose division kept the AVX2
+ * loop scalar), then Cephes' reduction r = x - n ln 2 in two parts with n
+ * rounded by the 1.5 * 2^23 trick, and its expf polynomial. Within 1 ulp
+ * of expf on [-87, 87]; beyond, exp(87) = 6.1e37 or exp(-87) = 1.6e-38,
+ * so x / (1 + exp(-x)) and 1 / (1 + exp(-x)) differ from expf's by under
+ * 1e-36 absolute. NaN stays NaN. */
+static inline float dl_expf(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	uint32_t mag = b & 0x7fffffffu;
+	mag = mag > 0x42ae0000u && mag <= 0x7f800000u ? 0x42ae0000u : mag;
+	b = (b & 0x80000000u) | mag;
+	memcpy(&x, &b, sizeof x);
+	float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	float r = x - fn * 0.693359375f;
+	r = r - fn * -2.12194440e-4f;
+	float r2 = r * r;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r2 + r + 1.0f;
+	uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
+	float s;
+	memcpy(&s, &bits, sizeof s);
+	return p * s;
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "engine/vmath.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 #define BLK 1024      /* elements of a row per parallel task */
@@ -106,19 +107,65 @@ static inline int64_t bcast_off(const struct bcast *p, int k,
 	return off;
 }
 
+#define ELT_LOOP(EXPR) do { \
+	_Pragma("omp simd") \
+	for (int64_t j = 0; j < n; j++) \
+		o[j] = EXPR; \
+} while (0)
+#define ELT_KINDS(A, B) do { \
+	switch (kind) { \
+	case ELT_ADD: ELT_LOOP((A) + (B)); break; \
+	case ELT_MUL: ELT_LOOP((A) * (B)); break; \
+	case ELT_SUB: ELT_LOOP((A) - (B)); break; \
+	case ELT_DIV: ELT_LOOP((A) / (B)); break; \
+	} \
+} while (0)
+
+/* o = a op b over n elements, each of a and b walked with stride 1 or
+ * broadcast (stride 0): the two-input case as loops that vectorise, with
+ * the generic loop's operations in its order, so the same bits. Both are
+ * read before o is written (o may be a). */
+static inline __attribute__((always_inline)) void elt_row2(enum elt_kind kind,
+	float *o, const float *a, int64_t sa, const float *b, int64_t sb, int64_t n)
+{
+	if (sa && sb)
+		ELT_KINDS(a[j], b[j]);
+	else if (sa) {
+		float y = b[0];
+		ELT_KINDS(a[j], y);
+	} else {
+		float x = a[0];
+		ELT_KINDS(x, b[j]);
+	}
+}
+
 /* out = x0 + x1 + ... | x0 * x1 * ... | x0 - x1 | x0 / x1, broadcast.
  * Every input of an element is read before the element is written, so out
- * may be in[0] (in-place). */
-static void elt_forward(enum elt_kind kind, float *out,
+ * may be in[0] (in-place). Two inputs (squeeze-excitation's x * scale
+ * [N, C, 1, 1], residual adds) take elt_row2's vectorised rows: the
+ * generic loop's per-element offset arithmetic was 4% of efficientnet_b0's
+ * batch-32 forward. */
+DL_CLONES static void elt_forward(enum elt_kind kind, float *out,
 			const struct dl_tensor *in, const struct bcast *p)
 {
 	int64_t nblk = (p->inner + BLK - 1) / BLK, tasks = p->rows * nblk;
+	const int64_t *s0 = p->st, *s1 = p->st + DL_MAX_DIMS;
+	int two = p->K == 2 && (s0[p->nd - 1] == 0 || s0[p->nd - 1] == 1) &&
+		  (s1[p->nd - 1] == 0 || s1[p->nd - 1] == 1) &&
+		  (s0[p->nd - 1] || s1[p->nd - 1]);
 #pragma omp parallel for if (p->rows * p->inner > PAR_MIN) schedule(static)
 	for (int64_t t = 0; t < tasks; t++) {
 		int64_t idx[DL_MAX_DIMS], r = t / nblk, j0 = t % nblk * BLK;
 		int64_t j1 = j0 + BLK < p->inner ? j0 + BLK : p->inner;
 		bcast_row(p, r, idx);
 		float *o = out + r * p->inner;
+		if (two) {
+			int64_t sa = s0[p->nd - 1], sb = s1[p->nd - 1];
+			const float *a = in[0].data + bcast_off(p, 0, idx, j0);
+			const float *b = in[1].data + bcast_off(p, 1, idx, j0);
+			elt_row2(kind, o + j0, a, sa, b, sb, j1 - j0);
+			continue;
+		}
 		for (int64_t j = j0; j < j1; j++) {
 			float v = bcast_at(p, in, 0, idx, j);
 			for (int k = 1; k < p->K; k++) {
