@@ -859,6 +859,15 @@ START_TEST(test_conv_large_reference)
 		 {3, 64, 33, 30}, 2, 2},
 		{"conv_transpose2d", "out_channels: 48, kernel_size: 3, stride: 2, padding: 1",
 		 {2, 8, 30, 20}, 1, 1},
+		/* Winograd forward with groups, Cg != OCg, and padding 2
+		 * and 0; a strided layer whose images each fit a tile */
+		{"conv2d", "out_channels: 32, kernel_size: 3, padding: 2, groups: 2",
+		 {2, 32, 21, 19}, 2, 2},
+		{"conv2d", "out_channels: 16, kernel_size: 3", {3, 24, 20, 22}, 0, 0},
+		{"conv2d", "out_channels: 96, kernel_size: 3, padding: 1, groups: 2",
+		 {2, 64, 17, 15}, 1, 1},
+		{"conv2d", "out_channels: 20, kernel_size: 3, stride: 2, padding: 1",
+		 {5, 12, 15, 13}, 1, 1},
 	};
 	int keep = dl_threads();
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
