@@ -747,6 +747,57 @@ START_TEST(test_conv_batch1_shared)
 }
 END_TEST
 
+/* Inference with fixed weights whose Winograd transform is not kept
+ * (the plan's budget ran out) and would not pay for itself at each call
+ * (conv.c's wino_pays: a 7x7 output at batch 1 saves 185 multiply-adds
+ * per channel pair) runs through im2col: its output has the bits of the
+ * one GEMM of the weights and the columns. Kept, the same layer runs as
+ * Winograd, within 1e-5 of it. */
+START_TEST(test_conv_unkept_im2col)
+{
+	int keep = dl_threads();
+	dl_set_threads(1);
+	int64_t d[4] = {1, 16, 7, 7};
+	struct dl_shape xs = dl_shape_make(4, d);
+	struct harness h[2];
+	for (int k = 0; k < 2; k++) {
+		struct dl_error err = {0};
+		ck_assert(h_setup(&h[k], "conv2d", "out_channels: 16, kernel_size: 3, padding: 1, bias: false",
+				  &xs, 0, &err) == 0);
+		h[k].ctx.fixed_weights = 1;
+		h[k].n.keep = k;
+		struct dl_rng r;
+		dl_rng_seed(&r, 77);
+		for (int64_t i = 0; i < h[k].nx; i++)
+			h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+		for (int64_t j = 0; j < 16 * 16 * 9; j++)
+			h[k].n.params[0].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+		h_forward(&h[k]);
+	}
+	float *col = calloc(144 * 49, sizeof(float)), *ref = calloc(16 * 49, sizeof(float));
+	for (int c = 0; c < 16; c++)
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 3; j++)
+				for (int oh = 0; oh < 7; oh++)
+					for (int ow = 0; ow < 7; ow++) {
+						int ih = oh - 1 + i, iw = ow - 1 + j;
+						if (ih >= 0 && ih < 7 && iw >= 0 && iw < 7)
+							col[(c * 9 + i * 3 + j) * 49 + oh * 7 + ow] =
+								h[0].x[(c * 7 + ih) * 7 + iw];
+					}
+	dl_sgemm(0, 0, 16, 49, 144, 1.0f, h[0].n.params[0].data, 144, col, 49, 0.0f, ref, 49);
+	ck_assert_msg(memcmp(h[0].y, ref, 16 * 49 * sizeof(float)) == 0,
+		      "not kept: the im2col GEMM's bits");
+	ck_assert_msg(rel_err(h[1].y, ref, 16 * 49) < 1e-5, "kept (Winograd): %g",
+		      rel_err(h[1].y, ref, 16 * 49));
+	free(col);
+	free(ref);
+	for (int k = 0; k < 2; k++)
+		h_free(&h[k]);
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* The same for one product large enough to be shared among threads. */
 START_TEST(test_sgemm_team_invariant)
 {
@@ -1123,6 +1174,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_threads);
 	tcase_add_test(tc, test_conv_team_invariant);
 	tcase_add_test(tc, test_conv_batch1_shared);
+	tcase_add_test(tc, test_conv_unkept_im2col);
 	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_conv_wino4_accuracy);

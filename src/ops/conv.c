@@ -64,6 +64,7 @@ struct geom {
 	int64_t pha, pwa;         /* the same after */
 	int has_bias;
 	int transposed;
+	int im2col_only;          /* Winograd not worth it here (wino_pays) */
 };
 
 static int spatial_dims(const struct dl_node *n)
@@ -892,7 +893,7 @@ static int64_t tile_of(const struct geom *g)
  * im2col. */
 static int wino_m(const struct geom *g)
 {
-	if (g->transposed || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 ||
+	if (g->im2col_only || g->transposed || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 ||
 	    g->dh != 1 || g->dw != 1 || cin_g(g) < 16 || cout_g(g) < 16 || depthwise(g))
 		return 0;
 	int64_t t2 = g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
@@ -1915,6 +1916,25 @@ static const float *wino_kept(struct dl_node *n, const struct geom *g,
 	return k->U;
 }
 
+/* Whether a Winograd layer at inference whose transformed weights are
+ * made at every call (not kept: the plan's budget ran out) still gains on
+ * im2col: the multiply-adds it saves per (output, input) channel pair,
+ * 9 OH OW - nx tiles per image, must pay for that pair's transform, which
+ * writes nx floats to memory and reads 9; measured, it costs about as
+ * much as WINO_TRANSFORM_MACS multiply-adds of the GEMM. resnet18's
+ * 512-channel layers at 7x7 (batch 1, 224x224 input) save 185 per pair
+ * and ran their transform at every call (16% of the forward); its
+ * 256-channel layers at 14x14 save 980. im2col's columns fit the slot
+ * planned for either path (slot_floats). */
+#define WINO_TRANSFORM_MACS 512
+
+static int wino_pays(const struct geom *g)
+{
+	struct wino p = wino_plan(g);
+	int64_t save = g->N * (9 * g->OH * g->OW - p.nx * p.TH * p.TW);
+	return save > WINO_TRANSFORM_MACS;
+}
+
 static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 			    struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -1931,9 +1951,12 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))
 		depthwise_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt, e, res);
-	else
-		conv_forward(out->data, in[0].data, w, wino_kept(n, &g, ctx, nt), b,
-			     ctx->ws, &g, nt, e, res);
+	else {
+		const float *U = wino_kept(n, &g, ctx, nt);
+		if (!U && ctx->fixed_weights && !ctx->train && winograd(&g) && !wino_pays(&g))
+			g.im2col_only = 1;
+		conv_forward(out->data, in[0].data, w, U, b, ctx->ws, &g, nt, e, res);
+	}
 }
 
 static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
