@@ -1538,6 +1538,29 @@ static void reduce_partials(float *dw, const float *part, int64_t slot,
 	}
 }
 
+/* conv_forward's unit u (image x group x tile of `rows` output rows):
+ * its group, its output rows [oh0, oh1) as `cols` columns, its input
+ * group's planes and where its output starts. */
+struct unit {
+	int64_t gi, oh0, oh1, cols;
+	const float *xg;
+	float *yt;
+};
+
+static struct unit unit_of(const struct geom *g, int64_t u, int64_t rows,
+			   int64_t tiles, const float *x, float *y)
+{
+	struct unit t;
+	int64_t nn = u / (g->G * tiles);
+	t.gi = u / tiles % g->G;
+	t.oh0 = u % tiles * rows;
+	t.oh1 = t.oh0 + rows < g->OH ? t.oh0 + rows : g->OH;
+	t.cols = (t.oh1 - t.oh0) * g->OW;
+	t.xg = x + (nn * g->C + t.gi * cin_g(g)) * g->H * g->W;
+	t.yt = y + (nn * g->OC + t.gi * cout_g(g)) * g->OH * g->OW + t.oh0 * g->OW;
+	return t;
+}
+
 /* conv_forward's units (image x group x tile of rows of output) with the
  * nt slots sharing each (shared_units): the columns in slot 0, each
  * thread filling rows of them, then after a barrier its part of the
@@ -1550,18 +1573,17 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 				int64_t units)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W;
+	int64_t P = g->OH * g->OW;
 	int pw1 = pointwise(g);
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
 	{
 		int team = team_size(), me = thread_id();
 		for (int64_t u = 0; u < units; u++) {
-			int64_t nn = u / (g->G * tiles), gi = u / tiles % g->G, t = u % tiles;
-			int64_t oh0 = t * rows, oh1 = oh0 + rows < g->OH ? oh0 + rows : g->OH;
-			int64_t cols = (oh1 - oh0) * g->OW;
-			const float *xg = x + (nn * g->C + gi * Cg) * HW;
-			float *yt = y + (nn * g->OC + gi * OCg) * P + oh0 * g->OW;
+			struct unit un = unit_of(g, u, rows, tiles, x, y);
+			int64_t gi = un.gi, oh0 = un.oh0, oh1 = un.oh1, cols = un.cols;
+			const float *xg = un.xg;
+			float *yt = un.yt;
 			const float *B = xg + oh0 * g->OW;
 			int64_t ldb = P;
 			if (!pw1) {
@@ -1609,7 +1631,7 @@ static void conv_forward(float *y, const float *x, const float *w,
 		return;
 	}
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
+	int64_t P = g->OH * g->OW, slot = slot_floats(g);
 	int pw1 = pointwise(g);
 	/* pointwise: tiles of columns straight from the input */
 	int64_t rows = pw1 ? (P < 4096 ? g->OH : (4096 + g->OW - 1) / g->OW) : tile_of(g);
@@ -1628,11 +1650,10 @@ static void conv_forward(float *y, const float *x, const float *w,
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
-		int64_t nn = u / (g->G * tiles), gi = u / tiles % g->G, t = u % tiles;
-		int64_t oh0 = t * rows, oh1 = oh0 + rows < g->OH ? oh0 + rows : g->OH;
-		int64_t cols = (oh1 - oh0) * g->OW;
-		const float *xg = x + (nn * g->C + gi * Cg) * HW;
-		float *yt = y + (nn * g->OC + gi * OCg) * P + oh0 * g->OW;
+		struct unit un = unit_of(g, u, rows, tiles, x, y);
+		int64_t gi = un.gi, oh0 = un.oh0, oh1 = un.oh1, cols = un.cols;
+		const float *xg = un.xg;
+		float *yt = un.yt;
 		const float *B = xg + oh0 * g->OW;   /* pointwise: OH = H, OW = W */
 		int64_t ldb = P;
 		if (!pw1) {
