@@ -209,6 +209,21 @@ static void h_backward(struct harness *h)
 	h->n.op->backward(&h->n, &in, &out, h->gy, din, &h->ctx);
 }
 
+/* Fills x, then gy (if with_gy), then every parameter, in that order,
+ * with uniform values in [-0.5, 0.5) from a generator seeded with seed. */
+static void h_fill(struct harness *h, uint64_t seed, int with_gy)
+{
+	struct dl_rng r;
+	dl_rng_seed(&r, seed);
+	for (int64_t i = 0; i < h->nx; i++)
+		h->x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+	for (int64_t i = 0; with_gy && i < h->ny; i++)
+		h->gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+	for (int i = 0; i < h->n.n_params; i++)
+		for (int64_t j = 0; j < dl_shape_numel(&h->n.params[i].shape); j++)
+			h->n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+}
+
 static struct dl_param *h_param(struct harness *h, const char *name)
 {
 	for (int i = 0; i < h->n.n_params; i++)
@@ -567,18 +582,10 @@ START_TEST(test_conv_batch_consistency)
 		d[0] = 1;
 		xs = dl_shape_make(4, d);
 		ck_assert(h_setup(&h1, ops[t], hps[t], &xs, 0, &err) == 0);
-		struct dl_rng r;
-		dl_rng_seed(&r, 7 + t);
-		for (int64_t i = 0; i < hb.nx; i++)
-			hb.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-		for (int64_t i = 0; i < hb.ny; i++)
-			hb.gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
-		for (int i = 0; i < hb.n.n_params; i++) {
-			int64_t k = dl_shape_numel(&hb.n.params[i].shape);
-			for (int64_t j = 0; j < k; j++)
-				h1.n.params[i].data[j] = hb.n.params[i].data[j] =
-					(float)dl_rng_uniform(&r) - 0.5f;
-		}
+		h_fill(&hb, 7 + t, 1);
+		for (int i = 0; i < hb.n.n_params; i++)
+			memcpy(h1.n.params[i].data, hb.n.params[i].data,
+			       (size_t)dl_shape_numel(&hb.n.params[i].shape) * sizeof(float));
 		h_forward(&hb);
 		h_backward(&hb);
 		for (int s = 0; s < 3; s++) {
@@ -621,15 +628,7 @@ START_TEST(test_conv_threads)
 			struct dl_error err = {0};
 			dl_set_threads(k + 1);
 			ck_assert(h_setup(&h[k], ops[t], hps[t], &xs, 0, &err) == 0);
-			struct dl_rng r;
-			dl_rng_seed(&r, 11 + t);
-			for (int64_t i = 0; i < h[k].nx; i++)
-				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int64_t i = 0; i < h[k].ny; i++)
-				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int i = 0; i < h[k].n.n_params; i++)
-				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
-					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_fill(&h[k], 11 + t, 1);
 			h_forward(&h[k]);
 			h_backward(&h[k]);
 		}
@@ -672,15 +671,7 @@ START_TEST(test_conv_team_invariant)
 			dl_set_threads(2);
 			dl_threads_pin(k + 1);
 			ck_assert(h_setup(&h[k], ops[t], hps[t], &xs, 0, &err) == 0);
-			struct dl_rng r;
-			dl_rng_seed(&r, 21 + t);
-			for (int64_t i = 0; i < h[k].nx; i++)
-				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int64_t i = 0; i < h[k].ny; i++)
-				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int i = 0; i < h[k].n.n_params; i++)
-				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
-					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_fill(&h[k], 21 + t, 1);
 			h_forward(&h[k]);
 			h_backward(&h[k]);
 		}
@@ -723,15 +714,7 @@ START_TEST(test_conv_batch1_shared)
 			if (k > 0)
 				dl_threads_pin(k);
 			ck_assert(h_setup(&h[k], "conv2d", hps[t], &xs, 0, &err) == 0);
-			struct dl_rng r;
-			dl_rng_seed(&r, 31 + t);
-			for (int64_t i = 0; i < h[k].nx; i++)
-				h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int64_t i = 0; i < h[k].ny; i++)
-				h[k].gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int i = 0; i < h[k].n.n_params; i++)
-				for (int64_t j = 0; j < dl_shape_numel(&h[k].n.params[i].shape); j++)
-					h[k].n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_fill(&h[k], 31 + t, 1);
 			h_forward(&h[k]);
 		}
 		ck_assert_msg(memcmp(h[1].y, h[2].y, (size_t)h[1].ny * sizeof(float)) == 0,
@@ -766,12 +749,7 @@ START_TEST(test_conv_unkept_im2col)
 				  &xs, 0, &err) == 0);
 		h[k].ctx.fixed_weights = 1;
 		h[k].n.keep = k;
-		struct dl_rng r;
-		dl_rng_seed(&r, 77);
-		for (int64_t i = 0; i < h[k].nx; i++)
-			h[k].x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-		for (int64_t j = 0; j < 16 * 16 * 9; j++)
-			h[k].n.params[0].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+		h_fill(&h[k], 77, 0);   /* x, then the weight (no bias) */
 		h_forward(&h[k]);
 	}
 	float *col = calloc(144 * 49, sizeof(float)), *ref = calloc(16 * 49, sizeof(float));
@@ -928,15 +906,7 @@ START_TEST(test_conv_large_reference)
 			dl_set_threads(threads);
 			struct dl_shape xs = dl_shape_make(4, t[k].in);
 			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 1, &err) == 0, "%s", err.msg);
-			struct dl_rng r;
-			dl_rng_seed(&r, 99 + k);
-			for (int64_t i = 0; i < h.nx; i++)
-				h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int64_t i = 0; i < h.ny; i++)
-				h.gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
-			for (int i = 0; i < h.n.n_params; i++)
-				for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
-					h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_fill(&h, 99 + k, 1);
 			h_forward(&h);
 			h_backward(&h);
 			struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
