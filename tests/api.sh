@@ -61,6 +61,25 @@ t_train() {
 }
 check "training steps lower the loss; saved weights load in dlrun" t_train
 
+# api_test train's two SGD steps (lr 0.5, one batch of 4) against dlrun
+# train's on the same batch, unshuffled: the same weights bit for bit (dlrun
+# train's file carries metadata: resaved through the API to compare bytes)
+t_train_as_cli() {
+	run_api batch "$tmp/x.npy" "$tmp/y.npy"
+	expect_rc 0
+	run_api train "$m/mlp.yaml" "$tmp/api.safetensors"
+	expect_rc 0
+	run_dlrun train "$m/mlp.yaml" -w "$m/mlp.safetensors" --data "$tmp/x.npy" \
+		--labels "$tmp/y.npy" --optimizer sgd --lr 0.5 --epochs 2 --batch-size 4 \
+		--no-shuffle -o "$tmp/cli.safetensors" -q
+	expect_rc 0
+	run_api resave "$m/mlp.yaml" "$tmp/cli.safetensors" "$tmp/cli2.safetensors"
+	expect_rc 0
+	cmp -s "$tmp/api.safetensors" "$tmp/cli2.safetensors" ||
+		fail "dlrun_train_step's weights differ from dlrun train's"
+}
+check "dlrun_train_step trains as dlrun train does, bit for bit (mlp, SGD, 2 steps)" t_train_as_cli
+
 t_shapes() {
 	cat >"$tmp/sym.yaml" <<'YAML'
 inputs:

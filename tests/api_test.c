@@ -7,6 +7,10 @@
  *   api_test errors MODEL            wrong shapes and counts are errors
  *                                    with messages, not crashes
  *   api_test train MODEL OUT         one SGD step, weights saved, reopened
+ *   api_test batch X.npy Y.npy       writes train's batch (inputs [4, 16],
+ *                                    class ids [4]) for `dlrun train`
+ *   api_test resave MODEL IN OUT     opens MODEL with weights IN and saves
+ *                                    them as dlrun_save_weights writes
  *   api_test shapes MLP SYMBOLIC     dlrun_output_shape before and after a
  *                                    run (SYMBOLIC: input [T, 4], output
  *                                    [T, 3]); dlrun_set_threads(m, 0) gives
@@ -188,13 +192,63 @@ static int cmd_errors(const char *model)
 	return 0;
 }
 
+/* train's batch: 4 samples of 16 features, classes 0 to 3 */
+static void train_batch(float x[4 * 16], float y[4])
+{
+	for (int i = 0; i < 64; i++)
+		x[i] = (float)(i % 9) / 9.0f - 0.4f;
+	for (int i = 0; i < 4; i++)
+		y[i] = (float)i;
+}
+
+/* A version 1.0 .npy of n elements of size bytes, descr '<f4' or '<i8',
+ * shape "(4, 16)" or "(4,)". */
+static void write_npy(const char *path, const char *descr, const char *shape,
+		      const void *data, size_t size, size_t n)
+{
+	char h[128];
+	int len = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, "
+			   "'shape': %s, }", descr, shape);
+	int total = (10 + len + 1 + 63) / 64 * 64;   /* magic, version, length, header, '\n' */
+	memset(h + len, ' ', (size_t)(total - 10 - len - 1));
+	h[total - 11] = '\n';
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		FAIL("%s: cannot write", path);
+	unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+				 (unsigned char)((total - 10) & 0xff), (unsigned char)((total - 10) >> 8)};
+	if (fwrite(pre, 1, 10, f) != 10 || fwrite(h, 1, (size_t)(total - 10), f) != (size_t)(total - 10) ||
+	    fwrite(data, size, n, f) != n || fclose(f) != 0)
+		FAIL("%s: cannot write", path);
+}
+
+static int cmd_batch(const char *xpath, const char *ypath)
+{
+	float x[4 * 16], y[4];
+	int64_t ids[4];
+	train_batch(x, y);
+	for (int i = 0; i < 4; i++)
+		ids[i] = (int64_t)y[i];
+	write_npy(xpath, "<f4", "(4, 16)", x, sizeof *x, 64);
+	write_npy(ypath, "<i8", "(4,)", ids, sizeof *ids, 4);
+	return 0;
+}
+
+static int cmd_resave(const char *model, const char *in, const char *out)
+{
+	dlrun_model *m = open_or_die(model, in);
+	struct dlrun_error e;
+	if (dlrun_save_weights(m, out, &e))
+		FAIL("save: %s", e.message);
+	dlrun_close(m);
+	return 0;
+}
+
 static int cmd_train(const char *model, const char *out)
 {
 	dlrun_model *m = open_or_die(model, NULL);
-	float x[4 * 16];
-	for (int i = 0; i < 64; i++)
-		x[i] = (float)(i % 9) / 9.0f - 0.4f;
-	float y[4] = {0, 1, 2, 3};
+	float x[4 * 16], y[4];
+	train_batch(x, y);
 	struct dlrun_tensor in = {.data = x, .ndim = 2, .dims = {4, 16}};
 	struct dlrun_tensor lab = {.data = y, .ndim = 1, .dims = {4}};
 	struct dlrun_error e;
@@ -322,6 +376,10 @@ int main(int argc, char **argv)
 		return cmd_train(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "shapes") == 0)
 		return cmd_shapes(argv[2], argv[3]);
-	fprintf(stderr, "usage: api_test run|threads|errors|train|shapes ...\n");
+	if (argc == 4 && strcmp(argv[1], "batch") == 0)
+		return cmd_batch(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "resave") == 0)
+		return cmd_resave(argv[2], argv[3], argv[4]);
+	fprintf(stderr, "usage: api_test run|threads|errors|train|shapes|batch|resave ...\n");
 	return 2;
 }
