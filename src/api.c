@@ -34,8 +34,9 @@ struct dlrun_model {
 	struct dl_optim opt;
 	struct dl_range *ranges;
 	int n_ranges;
-	float **dout;              /* [n_outputs] */
-	int64_t dout_cap;
+	float **dout;              /* [n_outputs]: the loss output's entry is
+	                            * the plan's own gradient slot
+	                            * (dl_step_use_plan_slot), the others NULL */
 	int64_t *ids;              /* class ids of one batch */
 	int64_t ids_cap;
 	double lr;
@@ -92,8 +93,6 @@ void dlrun_close(dlrun_model *m)
 		return;
 	for (int k = 0; m->out_buf && k < m->g->n_outputs; k++)
 		free(m->out_buf[k]);
-	for (int k = 0; m->dout && k < m->g->n_outputs; k++)
-		free(m->dout[k]);
 	free(m->out_buf);
 	free(m->out_cap);
 	free(m->dout);
@@ -388,22 +387,15 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 	struct dl_batch b = {0};
 	int64_t rows = 0, classes = 0;
 	if (rc == 0) {
+		/* the loss writes its gradient into the plan's slot, as
+		 * dlrun train's (src/train/loop.c): no logits-sized buffer of
+		 * our own; the slot is the current plan's, so set at each step */
+		dl_step_use_plan_slot(&m->step);
 		const struct dl_shape *os = &g->values[g->outputs[m->step.out]].shape;
-		int64_t n = dl_shape_numel(os);
-		if (n > m->dout_cap) {
-			float *p = realloc(m->dout[m->step.out], (size_t)(n + 1) * sizeof *p);
-			if (!p)
-				rc = dl_error_set(&err, DL_ERUN, "out of memory");
-			else {
-				m->dout[m->step.out] = p;
-				m->dout_cap = n;
-			}
-		}
 		b.n = os->d[0];
 		b.in = m->in_ptr;
 		b.yshape = dl_shape_make(labels->ndim, labels->dims);
-		if (rc == 0)
-			rc = dl_loss_shape(m->step.loss, os, &b.yshape, &rows, &classes, &err);
+		rc = dl_loss_shape(m->step.loss, os, &b.yshape, &rows, &classes, &err);
 	}
 	if (rc == 0 && dl_loss_takes_ids(m->step.loss)) {
 		int64_t n = dl_shape_numel(&b.yshape);
