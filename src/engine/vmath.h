@@ -47,32 +47,6 @@ static inline float dl_erff(float x)
 	return x * p / q;
 }
 
-/* exp(x) for x <= 0 (GELU's density): 2^n exp(r), r = x - n ln 2 in two
- * parts, exp(r) by Cephes' expf polynomial; x clamped to -87 (the result
- * is then about 1.6e-38). Within 2 ulp. */
-static inline float dl_expf_neg(float x)
-{
-	x = x < -87.0f ? -87.0f : x;
-	float t = x * 1.44269504088896341f + 0.5f;
-	int32_t n = (int32_t)t;
-	n -= (float)n > t;                 /* floor */
-	float fn = (float)n;
-	float r = x - fn * 0.693359375f;
-	r = r - fn * -2.12194440e-4f;
-	float r2 = r * r;
-	float p = 1.9875691500e-4f;
-	p = p * r + 1.3981999507e-3f;
-	p = p * r + 8.3334519073e-3f;
-	p = p * r + 4.1665795894e-2f;
-	p = p * r + 1.6666665459e-1f;
-	p = p * r + 5.0000001201e-1f;
-	p = p * r2 + r + 1.0f;
-	int32_t bits = (n + 127) << 23;
-	float s;
-	memcpy(&s, &bits, sizeof s);
-	return p * s;
-}
-
 /* exp(x) over the whole float range: |x| clamped to 87 on its bits (an
  * integer select: a float compare against a constant let GCC thread a
  * path on which the result was constant, whose division kept the AVX2
@@ -80,7 +54,9 @@ static inline float dl_expf_neg(float x)
  * rounded by the 1.5 * 2^23 trick, and its expf polynomial. Within 1 ulp
  * of expf on [-87, 87]; beyond, exp(87) = 6.1e37 or exp(-87) = 1.6e-38,
  * so x / (1 + exp(-x)) and 1 / (1 + exp(-x)) differ from expf's by under
- * 1e-36 absolute. NaN stays NaN. */
+ * 1e-36 absolute; GELU's density exp(-x^2 / 2) takes it too (its own
+ * copy, with a float clamp and n floored, kept the loop scalar). NaN
+ * stays NaN. */
 static inline float dl_expf(float x)
 {
 	uint32_t b;

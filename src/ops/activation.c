@@ -128,7 +128,7 @@ DL_CLONES static void gelu_backward(float *dinp, const float *dout, const float 
 		for (int64_t i = 0; i < n; i++) {
 			float x = inp[i];
 			float cdf = 0.5f * (1.0f + dl_erff(x * GELU_SQRT1_2));
-			float pdf = GELU_RSQRT2PI * dl_expf_neg(-0.5f * x * x);
+			float pdf = GELU_RSQRT2PI * dl_expf(-0.5f * x * x);
 			dinp[i] += dout[i] * (cdf + x * pdf);
 		}
 	}
