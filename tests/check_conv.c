@@ -22,6 +22,7 @@
 #include "io/npy.h"
 #include "model/hparams.h"
 #include "ops/registry.h"
+#include "ops/spatial.h"
 
 #ifndef SRCDIR
 #define SRCDIR "."
@@ -803,6 +804,44 @@ START_TEST(test_sgemm_team_invariant)
 }
 END_TEST
 
+/* Convolutions below 2^21 multiply-adds (conv.c's CONV_SPLIT_MACS, batch
+ * included) run their forward on one thread whatever the count asked for:
+ * at batch 1 the GEMM takes about what waking a worker costs. Depthwise
+ * layers are exempt; at or above the line, the threads asked for. */
+START_TEST(test_conv_small_one_thread)
+{
+	struct {
+		const char *op, *hps;
+		int64_t in[4];
+		int ndim, two;   /* threads at 2 asked for */
+	} t[] = {
+		{"conv2d", "out_channels: 64, kernel_size: 1", {1, 64, 16, 32}, 4, 2},  /* 2^21 */
+		{"conv2d", "out_channels: 64, kernel_size: 1", {1, 64, 16, 31}, 4, 1},  /* 2^21 - 2^16 */
+		{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1", {1, 16, 8, 8}, 4, 1},
+		{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1", {32, 16, 8, 8}, 4, 2},
+		{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1, groups: 16", {1, 16, 8, 8}, 4, 2},
+		{"conv_transpose2d", "out_channels: 8, kernel_size: 4, stride: 2, padding: 1",
+		 {1, 8, 5, 5}, 4, 1},
+		{"conv1d", "out_channels: 32, kernel_size: 3", {1, 32, 40}, 3, 1},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++) {
+			struct harness h;
+			struct dl_error err = {0};
+			dl_set_threads(threads);
+			struct dl_shape xs = dl_shape_make(t[k].ndim, t[k].in);
+			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 0, &err) == 0, "%s", err.msg);
+			int want = threads == 1 ? 1 : t[k].two;
+			ck_assert_msg(dl_conv_forward_threads(&h.n, &h.xs) == want,
+				      "%s {%s}, %d asked for: %d threads, expected %d", t[k].op,
+				      t[k].hps, threads, dl_conv_forward_threads(&h.n, &h.xs), want);
+			h_free(&h);
+		}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* A naive reference in double: a convolution's output y [N, OC, OH, OW]
  * from x [N, C, H, W], w [OC, C/G, kh, kw], b; or, transposed, y from x
  * with w [C, OC/G, kh, kw]. Every (output, tap, input) triple is visited
@@ -1146,6 +1185,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_batch1_shared);
 	tcase_add_test(tc, test_conv_unkept_im2col);
 	tcase_add_test(tc, test_sgemm_team_invariant);
+	tcase_add_test(tc, test_conv_small_one_thread);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_conv_wino4_accuracy);
 	tcase_add_test(tc, test_zero_batch);

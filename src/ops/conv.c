@@ -1956,6 +1956,23 @@ static int wino_pays(const struct geom *g)
 	return save > WINO_TRANSFORM_MACS;
 }
 
+/* The threads conv_op_forward runs a layer on: one below CONV_SPLIT_MACS
+ * multiply-adds, depthwise layers excepted, else threads_for's. */
+static int forward_threads(const struct dl_node *n, const struct geom *g)
+{
+	if (!depthwise(g) && g->N * g->OC * g->OH * g->OW * cin_g(g) * g->kh * g->kw < CONV_SPLIT_MACS)
+		return 1;
+	return threads_for(n, g);
+}
+
+int dl_conv_forward_threads(const struct dl_node *n, const struct dl_shape *x)
+{
+	struct geom g;
+	if (geometry(n, x, &g, NULL))
+		return -1;
+	return forward_threads(n, &g);
+}
+
 static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 			    struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -1965,9 +1982,7 @@ static void conv_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	const struct dl_epilogue *e = ctx->train || g.transposed ? NULL : n->epi;
 	const float *w = n->params[0].data, *b = e ? NULL : bias_of(n, &g);
 	const float *res = e ? e->resp : NULL;
-	int nt = threads_for(n, &g);
-	if (!depthwise(&g) && g.N * g.OC * g.OH * g.OW * cin_g(&g) * g.kh * g.kw < CONV_SPLIT_MACS)
-		nt = 1;
+	int nt = forward_threads(n, &g);
 	if (g.transposed)
 		convt_forward(out->data, in[0].data, w, b, ctx->ws, &g, nt);
 	else if (depthwise(&g))

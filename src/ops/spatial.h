@@ -48,4 +48,9 @@ static inline void dl_col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
 	*hi = h + 1 > l ? h + 1 : l;
 }
 
+/* The threads a conv1d, conv2d or transposed node runs its forward on for
+ * input shape x (src/ops/conv.c), or -1 when x does not fit it: for the
+ * tests of its rules. */
+int dl_conv_forward_threads(const struct dl_node *n, const struct dl_shape *x);
+
 #endif
