@@ -842,6 +842,38 @@ START_TEST(test_conv_small_one_thread)
 }
 END_TEST
 
+/* dl_sgemm shares a product of 2^22 multiply-adds or more among the
+ * threads asked for, but never inside a parallel region, an inactive one
+ * (`if` false, or a team of one) included: a team nested in it would be
+ * made of threads created at every call. Nor while dl_sgemm_whole is on. */
+START_TEST(test_sgemm_split_regions)
+{
+	int keep = dl_threads();
+	int M = 256, N = 128, K = 128;   /* 2^22 */
+	dl_set_threads(1);
+	ck_assert_int_eq(dl_sgemm_blocks(M, N, K), 1);
+	dl_set_threads(2);
+#ifdef _OPENMP
+	ck_assert_int_eq(dl_sgemm_blocks(M, N, K), 2);
+	ck_assert_int_eq(dl_sgemm_blocks(M, N, K - 1), 1);   /* below the line */
+	int if_false = 0, team_of_one = 0, team_of_two = 0;
+#pragma omp parallel if (0)
+	if_false = dl_sgemm_blocks(M, N, K);
+#pragma omp parallel num_threads(1)
+	team_of_one = dl_sgemm_blocks(M, N, K);
+#pragma omp parallel num_threads(2) reduction(max: team_of_two)
+	team_of_two = dl_sgemm_blocks(M, N, K);
+	ck_assert_msg(if_false == 1, "inside an inactive region (if false): %d blocks", if_false);
+	ck_assert_msg(team_of_one == 1, "inside a team of one: %d blocks", team_of_one);
+	ck_assert_msg(team_of_two == 1, "inside a team of two: %d blocks", team_of_two);
+	dl_sgemm_whole(1);
+	ck_assert_int_eq(dl_sgemm_blocks(M, N, K), 1);
+	dl_sgemm_whole(0);
+#endif
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* A naive reference in double: a convolution's output y [N, OC, OH, OW]
  * from x [N, C, H, W], w [OC, C/G, kh, kw], b; or, transposed, y from x
  * with w [C, OC/G, kh, kw]. Every (output, tap, input) triple is visited
@@ -1186,6 +1218,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_unkept_im2col);
 	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_small_one_thread);
+	tcase_add_test(tc, test_sgemm_split_regions);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_conv_wino4_accuracy);
 	tcase_add_test(tc, test_zero_batch);

@@ -51,12 +51,10 @@ void dl_sgemm_whole(int on)
 	whole = on;
 }
 
-void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
-	      const float *A, int lda, const float *B, int ldb, float beta,
-	      float *C, int ldc)
+/* The blocks of rows (by_rows) or columns, step long, that dl_sgemm cuts
+ * an M x N x K product into on the calling thread now; 1: it runs whole. */
+static int split_of(int M, int N, int K, int *by_rows, int *step)
 {
-	if (M <= 0 || N <= 0)
-		return;
 #ifdef _OPENMP
 	/* the blocks follow the thread count asked for, so the result's bits
 	 * do not change when fewer threads run them (src/engine/threads.c).
@@ -69,12 +67,33 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 	int T = dl_threads();
 	if (T > 1 && K > 0 && !whole && omp_get_level() == 0 &&
 	    (long)M * N * K >= SPLIT_MACS && (M >= 2 * T || N >= 2 * T)) {
-		int by_rows = M >= N;
-		int len = by_rows ? M : N;
-		int step = (len + T - 1) / T;
+		*by_rows = M >= N;
+		int len = *by_rows ? M : N;
 		/* keep blocks a multiple of 16 rows or columns (BLAS panels) */
-		step = (step + 15) / 16 * 16;
-		int blocks = (len + step - 1) / step;
+		*step = ((len + T - 1) / T + 15) / 16 * 16;
+		return (len + *step - 1) / *step;
+	}
+#endif
+	(void)M, (void)N, (void)K, (void)by_rows, (void)step;
+	return 1;
+}
+
+int dl_sgemm_blocks(int M, int N, int K)
+{
+	int by_rows, step;
+	return split_of(M, N, K, &by_rows, &step);
+}
+
+void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
+	      const float *A, int lda, const float *B, int ldb, float beta,
+	      float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return;
+	int by_rows, step;
+	int blocks = split_of(M, N, K, &by_rows, &step);
+	if (blocks > 1) {
+		int len = by_rows ? M : N;
 		int team = dl_threads_used() < blocks ? dl_threads_used() : blocks;
 #pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
 		for (int b = 0; b < blocks; b++) {
@@ -90,7 +109,6 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 		}
 		return;
 	}
-#endif
 	if (K <= 0) {
 		/* BLAS leaves C untouched for K = 0 only when beta = 1 */
 		for (int i = 0; i < M; i++)

@@ -13,6 +13,9 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
  * whose loop already shares its units among them (set and cleared by the
  * caller outside its parallel region). */
 void dl_sgemm_whole(int on);
+/* How many blocks dl_sgemm would cut an M x N x K product into, called
+ * here (1: it runs whole, on the calling thread): for the tests. */
+int dl_sgemm_blocks(int M, int N, int K);
 void dl_sgemm_ref(int ta, int tb, int M, int N, int K, float alpha,
 		  const float *A, int lda, const float *B, int ldb, float beta,
 		  float *C, int ldc);
