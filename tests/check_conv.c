@@ -176,6 +176,15 @@ static int h_setup(struct harness *h, const char *op, const char *hps,
 	return 0;
 }
 
+/* h_setup for input sizes d [ndim], which must succeed */
+static void h_open(struct harness *h, const char *op, const char *hps, int ndim,
+		   const int64_t *d, int train)
+{
+	struct dl_error err = {0};
+	struct dl_shape xs = dl_shape_make(ndim, d);
+	ck_assert_msg(h_setup(h, op, hps, &xs, train, &err) == 0, "%s {%s}: %s", op, hps, err.msg);
+}
+
 static void h_free(struct harness *h)
 {
 	for (int i = 0; i < h->n.n_params; i++) {
@@ -828,10 +837,8 @@ START_TEST(test_conv_small_one_thread)
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
 		for (int threads = 1; threads <= 2; threads++) {
 			struct harness h;
-			struct dl_error err = {0};
 			dl_set_threads(threads);
-			struct dl_shape xs = dl_shape_make(t[k].ndim, t[k].in);
-			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 0, &err) == 0, "%s", err.msg);
+			h_open(&h, t[k].op, t[k].hps, t[k].ndim, t[k].in, 0);
 			int want = threads == 1 ? 1 : t[k].two;
 			ck_assert_msg(dl_conv_forward_threads(&h.n, &h.xs) == want,
 				      "%s {%s}, %d asked for: %d threads, expected %d", t[k].op,
@@ -973,10 +980,8 @@ START_TEST(test_conv_large_reference)
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
 		for (int threads = 1; threads <= 2; threads++) {
 			struct harness h;
-			struct dl_error err = {0};
 			dl_set_threads(threads);
-			struct dl_shape xs = dl_shape_make(4, t[k].in);
-			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 1, &err) == 0, "%s", err.msg);
+			h_open(&h, t[k].op, t[k].hps, 4, t[k].in, 1);
 			h_fill(&h, 99 + k, 1);
 			h_forward(&h);
 			h_backward(&h);
