@@ -738,12 +738,116 @@ DL_CLONES static void dw_cb_cells_any(float *yT, const float *xT, const float *w
 		dw_cb_cells(yT, xT, wT, b, g, 0, 0);
 }
 
+typedef int dw_ivec __attribute__((vector_size(DW_CB_LANES * sizeof(int))));
+
+/* The 16 x 16 transpose: rows r < 16 read from src + soff[r] (soff NULL:
+ * src + r ss), rows r < nst of the transpose written to dst + r ds. Four
+ * rounds of the perfect shuffle: zipping row j with row j + 8 into rows
+ * 2j and 2j + 1 moves element (r, c) to the place whose 8 address bits
+ * are r's and c's rotated left by one, and four rotations swap r and c.
+ * Named variables, not arrays, keep the 16 rows in registers. */
+#define DW_ZIP(a, b, o0, o1) \
+	(o0 = __builtin_shuffle(a, b, lo), o1 = __builtin_shuffle(a, b, hi))
+
+static inline __attribute__((always_inline)) void
+dw_tr16(float *dst, int64_t ds, int nst, const float *src, const int *soff, int64_t ss)
+{
+	const dw_ivec lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+	const dw_ivec hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+	dw_vec v0 = dw_ld(src + (soff ? soff[0] : 0 * ss));
+	dw_vec v1 = dw_ld(src + (soff ? soff[1] : 1 * ss));
+	dw_vec v2 = dw_ld(src + (soff ? soff[2] : 2 * ss));
+	dw_vec v3 = dw_ld(src + (soff ? soff[3] : 3 * ss));
+	dw_vec v4 = dw_ld(src + (soff ? soff[4] : 4 * ss));
+	dw_vec v5 = dw_ld(src + (soff ? soff[5] : 5 * ss));
+	dw_vec v6 = dw_ld(src + (soff ? soff[6] : 6 * ss));
+	dw_vec v7 = dw_ld(src + (soff ? soff[7] : 7 * ss));
+	dw_vec v8 = dw_ld(src + (soff ? soff[8] : 8 * ss));
+	dw_vec v9 = dw_ld(src + (soff ? soff[9] : 9 * ss));
+	dw_vec v10 = dw_ld(src + (soff ? soff[10] : 10 * ss));
+	dw_vec v11 = dw_ld(src + (soff ? soff[11] : 11 * ss));
+	dw_vec v12 = dw_ld(src + (soff ? soff[12] : 12 * ss));
+	dw_vec v13 = dw_ld(src + (soff ? soff[13] : 13 * ss));
+	dw_vec v14 = dw_ld(src + (soff ? soff[14] : 14 * ss));
+	dw_vec v15 = dw_ld(src + (soff ? soff[15] : 15 * ss));
+	dw_vec t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15;
+	DW_ZIP(v0, v8, t0, t1);
+	DW_ZIP(v1, v9, t2, t3);
+	DW_ZIP(v2, v10, t4, t5);
+	DW_ZIP(v3, v11, t6, t7);
+	DW_ZIP(v4, v12, t8, t9);
+	DW_ZIP(v5, v13, t10, t11);
+	DW_ZIP(v6, v14, t12, t13);
+	DW_ZIP(v7, v15, t14, t15);
+	DW_ZIP(t0, t8, v0, v1);
+	DW_ZIP(t1, t9, v2, v3);
+	DW_ZIP(t2, t10, v4, v5);
+	DW_ZIP(t3, t11, v6, v7);
+	DW_ZIP(t4, t12, v8, v9);
+	DW_ZIP(t5, t13, v10, v11);
+	DW_ZIP(t6, t14, v12, v13);
+	DW_ZIP(t7, t15, v14, v15);
+	DW_ZIP(v0, v8, t0, t1);
+	DW_ZIP(v1, v9, t2, t3);
+	DW_ZIP(v2, v10, t4, t5);
+	DW_ZIP(v3, v11, t6, t7);
+	DW_ZIP(v4, v12, t8, t9);
+	DW_ZIP(v5, v13, t10, t11);
+	DW_ZIP(v6, v14, t12, t13);
+	DW_ZIP(v7, v15, t14, t15);
+	DW_ZIP(t0, t8, v0, v1);
+	DW_ZIP(t1, t9, v2, v3);
+	DW_ZIP(t2, t10, v4, v5);
+	DW_ZIP(t3, t11, v6, v7);
+	DW_ZIP(t4, t12, v8, v9);
+	DW_ZIP(t5, t13, v10, v11);
+	DW_ZIP(t6, t14, v12, v13);
+	DW_ZIP(t7, t15, v14, v15);
+	if (0 < nst)
+		dw_st(dst + 0 * ds, v0);
+	if (1 < nst)
+		dw_st(dst + 1 * ds, v1);
+	if (2 < nst)
+		dw_st(dst + 2 * ds, v2);
+	if (3 < nst)
+		dw_st(dst + 3 * ds, v3);
+	if (4 < nst)
+		dw_st(dst + 4 * ds, v4);
+	if (5 < nst)
+		dw_st(dst + 5 * ds, v5);
+	if (6 < nst)
+		dw_st(dst + 6 * ds, v6);
+	if (7 < nst)
+		dw_st(dst + 7 * ds, v7);
+	if (8 < nst)
+		dw_st(dst + 8 * ds, v8);
+	if (9 < nst)
+		dw_st(dst + 9 * ds, v9);
+	if (10 < nst)
+		dw_st(dst + 10 * ds, v10);
+	if (11 < nst)
+		dw_st(dst + 11 * ds, v11);
+	if (12 < nst)
+		dw_st(dst + 12 * ds, v12);
+	if (13 < nst)
+		dw_st(dst + 13 * ds, v13);
+	if (14 < nst)
+		dw_st(dst + 14 * ds, v14);
+	if (15 < nst)
+		dw_st(dst + 15 * ds, v15);
+}
+
 /* xT [H W, lanes] from the planes of lanes l < L at x + off[l] (the
- * other lanes repeat the last one's) */
+ * other lanes repeat the last one's): 16 cells at a time through
+ * dw_tr16, the rest one by one */
 DL_CLONES static void dw_cb_in(float *restrict xT, const float *restrict x,
 			       const int *restrict off, int64_t HW)
 {
-	for (int64_t p = 0; p < HW; p++) {
+	int64_t p = 0;
+	for (; p + DW_CB_LANES <= HW; p += DW_CB_LANES) {
+		dw_tr16(xT + p * DW_CB_LANES, DW_CB_LANES, DW_CB_LANES, x + p, off, 0);
+	}
+	for (; p < HW; p++) {
 		#pragma omp simd
 		for (int l = 0; l < DW_CB_LANES; l++)
 			xT[p * DW_CB_LANES + l] = x[off[l] + p];
@@ -759,15 +863,19 @@ DL_CLONES static void dw_cb_gather(float *restrict dst, const float *restrict sr
 		dst[k] = src[idx[k]];
 }
 
-/* planes y + l OHW, l < L, from yT [OHW, lanes] */
+/* planes y + l OHW, l < L, from yT [OHW, lanes]: 16 cells at a time
+ * through dw_tr16, the rest one by one */
 DL_CLONES static void dw_cb_out(float *restrict y, const float *restrict yT, int L,
 				int64_t OHW)
 {
-	for (int l = 0; l < L; l++) {
+	int64_t p = 0;
+	for (; p + DW_CB_LANES <= OHW; p += DW_CB_LANES) {
+		dw_tr16(y + p, OHW, L, yT + p * DW_CB_LANES, NULL, DW_CB_LANES);
+	}
+	for (int l = 0; p < OHW && l < L; l++) {
 		float *restrict yp = y + l * OHW;
-		#pragma omp simd
-		for (int64_t p = 0; p < OHW; p++)
-			yp[p] = yT[p * DW_CB_LANES + l];
+		for (int64_t q = p; q < OHW; q++)
+			yp[q] = yT[q * DW_CB_LANES + l];
 	}
 }
 
@@ -819,22 +927,20 @@ static void dw_cb_block(float *y, const float *x, const float *w, const float *b
 /* The channel-blocked kernel's block (input, output planes) at most */
 #define DW_CB_MAX_FLOATS (1 << 19)
 
-/* Where the channel-blocked kernel runs: strided layers, kernels of more
- * than 9 taps, and planes narrower than 24 columns (3x3 stride-1 layers
- * on wider planes keep the row-wise kernels, whose vectors are full
- * there and which need no transposes). Measured per layer on
- * EfficientNet-B0 and MobileNetV2 shapes (minimum of 40 runs, 3
- * interleaved rounds, 1 thread): 3x3 stride 2 at 112 -> 56, 0.86 ->
+/* Where the channel-blocked kernel runs: wherever its block fits
+ * DW_CB_MAX_FLOATS (and input offsets an int); beyond, the row-wise
+ * kernels, which need no scratch. Measured per layer on EfficientNet-B0
+ * and MobileNetV2 shapes against the row-wise and padded kernels
+ * (minimum of 40 runs, 3 interleaved rounds, 1 thread, load 2.5 to 5),
+ * bias + batch norm + silu fused: 3x3 stride 2 at 112 -> 56, 0.86 ->
  * 0.60 ms; 5x5 stride 2 at 56 -> 28, 1.2 -> 0.26; 5x5 at 28x28, 0.36
- * -> 0.29; 3x3 at 14x14, 0.18 -> 0.12; 5x5 at 7x7, 0.27 -> 0.10; 5x5
- * at 2x2 batch 32, 6.2 -> 0.28; but 3x3 stride 1 at 28x28, 0.15 ->
- * 0.19; at 56x56, 0.45 -> 0.66; at 112x112, 0.33 -> 0.59. The block
- * must fit DW_CB_MAX_FLOATS, and input offsets an int. */
+ * -> 0.29; 5x5 at 7x7, 0.27 -> 0.10; 5x5 at 2x2 batch 32, 6.2 -> 0.28;
+ * 3x3 stride 1 at 14x14, 0.17 -> 0.07; 16x16 batch 32, 1.7 -> 0.98;
+ * 28x28, 0.18 -> 0.13; 32x32 batch 32, 1.34 -> 0.94; 56x56, 0.44 ->
+ * 0.32; 112x112, 0.317 -> 0.29. */
 static int dw_cb(const struct geom *g)
 {
-	int wins = g->sh > 1 || g->sw > 1 || g->kh * g->kw > 9 || g->OW < 24;
-	return wins && dw_cb_floats(g) <= DW_CB_MAX_FLOATS &&
-	       g->C * g->H * g->W < INT32_MAX;
+	return dw_cb_floats(g) <= DW_CB_MAX_FLOATS && g->C * g->H * g->W < INT32_MAX;
 }
 #else
 static int64_t dw_cb_floats(const struct geom *g) { (void)g; return 0; }
