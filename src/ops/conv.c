@@ -702,24 +702,23 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 			}
 		}
 		/* the border cells: all of the row's, or those outside
-		 * [lo, hi) */
+		 * [lo, hi); over the taps [i0, i1) x [j0, j1) that fall
+		 * inside the input */
+		int64_t i0, i1;
+		dl_col_range(kh, H, dh, ih0, &i0, &i1);
 		for (ow = 0; ow < OW; ow++) {
 			if (inrow && ow == lo && hi > lo)
 				ow = hi;
 			if (ow >= OW)
 				break;
-			int64_t iw0 = ow * sw - pw;
+			int64_t iw0 = ow * sw - pw, j0, j1;
+			dl_col_range(kw, W, dwl, iw0, &j0, &j1);
 			dw_vec a0 = b;
-			for (int64_t i = 0; i < kh; i++) {
-				int64_t ih = ih0 + i * dh;
-				if (ih < 0 || ih >= H)
-					continue;
-				for (int64_t j = 0; j < kw; j++) {
-					int64_t iw = iw0 + j * dwl;
-					if (iw < 0 || iw >= W)
-						continue;
-					a0 += dw_ld(wT + (i * kw + j) * L) * dw_ld(xT + (ih * W + iw) * L);
-				}
+			for (int64_t i = i0; i < i1; i++) {
+				const float *xr = xT + ((ih0 + i * dh) * W + iw0) * L;
+				const float *wr = wT + i * kw * L;
+				for (int64_t j = j0; j < j1; j++)
+					a0 += dw_ld(wr + j * L) * dw_ld(xr + j * dwl * L);
 			}
 			dw_st(yr + ow * L, a0);
 		}
