@@ -988,8 +988,8 @@ END_TEST
  * dw_cb: blocks of at most DW_CB_MAX_FLOATS) at odd sizes: channel counts that leave a partial block of lanes, a channel
  * multiplier, strides 1 and 2, kernels 3, 5 and 3x5 with dilation,
  * padding that is not "same" and differs before and after, planes
- * smaller than the kernel, conv1d; batch 1 and > 1, 1 and 2 threads;
- * and two planes too large for it.
+ * smaller than the kernel, planes of several strips, conv1d; batch 1
+ * and > 1, 1 and 2 threads; and rows too long for it.
  * Against the float64 reference: the plain forward (and backward, which
  * the row-wise kernels run), then the forward with a fused epilogue as
  * the fusion pass sets it (engine/fuse.h): bias, folded batch norm and
@@ -1019,12 +1019,15 @@ START_TEST(test_depthwise_blocked)
 		 {3, 7, 31, 29}, 1, 1, 2, 2, 1, 1},
 		{"conv1d", "out_channels: 20, kernel_size: 11, stride: 2, padding: [[4, 6]], groups: 20",
 		 {3, 20, 37, 0}, 1, 2, 0, 4, 1, 1},
-		/* planes whose block exceeds DW_CB_MAX_FLOATS: the row-wise
-		 * kernels (3x3 stride 1, and the general one) */
+		/* planes that take several strips of rows (dw_cb_rows) */
 		{"conv2d", "out_channels: 3, kernel_size: 3, padding: 1, groups: 3",
 		 {1, 3, 130, 130}, 1, 1, 1, 1, 1, 1},
 		{"conv2d", "out_channels: 2, kernel_size: 5, stride: 2, padding: 2, groups: 2",
 		 {2, 2, 181, 181}, 2, 2, 2, 2, 1, 1},
+		/* rows too long for a block of DW_CB_MAX_FLOATS: the
+		 * row-wise kernel */
+		{"conv1d", "out_channels: 2, kernel_size: 3, padding: 1, groups: 2",
+		 {1, 2, 40000, 0}, 1, 1, 0, 1, 1, 1},
 	};
 	int keep = dl_threads();
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)

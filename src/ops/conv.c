@@ -643,20 +643,43 @@ typedef float dw_vecu __attribute__((vector_size(DW_CB_LANES * sizeof(float)),
 
 /* Floats of the block's scratch: wT [kh kw, lanes], the bias in lanes,
  * xT, yT, and the two index tables of small planes */
-static int64_t dw_cb_floats(const struct geom *g)
+/* A block runs in strips of output rows whose input and output rows
+ * take about this many floats, so that they stay in L2 (a whole 112x112
+ * plane's, 1.6 MB, did not) */
+#define DW_CB_STRIP_FLOATS 32768
+
+/* Output rows of a strip */
+static int64_t dw_cb_rows(const struct geom *g)
 {
-	int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
-	int64_t tab = OHW < DW_CB_TABLE ? OHW : 0;
-	return (g->kh * g->kw + 4 + HW + OHW + tab) * DW_CB_LANES + DW_CB_LANES;
+	int64_t budget = DW_CB_STRIP_FLOATS / DW_CB_LANES - (g->kh - 1) * g->dh * g->W;
+	int64_t r = budget / (g->OW + g->sh * g->W);
+	return r < 1 ? 1 : r > g->OH ? g->OH : r;
 }
 
-/* Output rows [0, OH) of one block, kh x kw given as constants KH x KW
- * (0: g's). Interior cells (every tap inside the input) take the
+/* Input rows of a strip, at most */
+static int64_t dw_cb_in_rows(const struct geom *g)
+{
+	int64_t r = (dw_cb_rows(g) - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+	return r > g->H ? g->H : r;
+}
+
+static int64_t dw_cb_floats(const struct geom *g)
+{
+	int64_t OHW = g->OH * g->OW;
+	int64_t tab = OHW < DW_CB_TABLE && dw_cb_rows(g) == g->OH ? OHW : 0;
+	return (g->kh * g->kw + 4 + dw_cb_in_rows(g) * g->W + dw_cb_rows(g) * g->OW + tab) *
+	       DW_CB_LANES + DW_CB_LANES;
+}
+
+/* Output rows [oh0, oh1) of one block into yT [oh1 - oh0, OW, lanes],
+ * from xT holding the input rows from r0 on, kh x kw given as constants
+ * KH x KW (0: g's). Interior cells (every tap inside the input) take the
  * unrolled sum, four cells at a time; border cells loop over their valid
  * taps. */
 static inline __attribute__((always_inline)) void
 dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict wT,
-	    dw_vec b, const struct geom *g, const int KH, const int KW)
+	    dw_vec b, const struct geom *g, int64_t oh0, int64_t oh1, int64_t r0,
+	    const int KH, const int KW)
 {
 	const int64_t kh = KH ? KH : g->kh, kw = KW ? KW : g->kw;
 	const int64_t H = g->H, W = g->W, OW = g->OW, sh = g->sh, sw = g->sw;
@@ -668,15 +691,15 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 	dl_col_range(OW, W - (kw - 1) * dwl, sw, -pw, &lo, &hi);
 	if (W - (kw - 1) * dwl <= 0)
 		lo = hi = 0;
-	for (int64_t oh = 0; oh < g->OH; oh++) {
+	for (int64_t oh = oh0; oh < oh1; oh++) {
 		int64_t ih0 = oh * sh - ph;
 		int inrow = ih0 >= 0 && ih0 + (kh - 1) * dh <= H - 1;
-		float *yr = yT + oh * OW * L;
+		float *yr = yT + (oh - oh0) * OW * L;
 		int64_t ow = 0;
 		if (inrow) {
 			for (ow = lo; ow + 4 <= hi; ow += 4) {
 				dw_vec a0 = b, a1 = b, a2 = b, a3 = b;
-				const float *xc = xT + (ih0 * W + ow * sw - pw) * L;
+				const float *xc = xT + ((ih0 - r0) * W + ow * sw - pw) * L;
 				for (int64_t i = 0; i < kh; i++)
 					for (int64_t j = 0; j < kw; j++) {
 						dw_vec wv = dw_ld(wT + (i * kw + j) * L);
@@ -693,7 +716,7 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 			}
 			for (; ow < hi; ow++) {
 				dw_vec a0 = b;
-				const float *xc = xT + (ih0 * W + ow * sw - pw) * L;
+				const float *xc = xT + ((ih0 - r0) * W + ow * sw - pw) * L;
 				for (int64_t i = 0; i < kh; i++)
 					for (int64_t j = 0; j < kw; j++)
 						a0 += dw_ld(wT + (i * kw + j) * L) *
@@ -715,10 +738,10 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 			dl_col_range(kw, W, dwl, iw0, &j0, &j1);
 			dw_vec a0 = b;
 			for (int64_t i = i0; i < i1; i++) {
-				const float *xr = xT + ((ih0 + i * dh) * W + iw0) * L;
+				int64_t xr = (ih0 + i * dh - r0) * W + iw0;
 				const float *wr = wT + i * kw * L;
 				for (int64_t j = j0; j < j1; j++)
-					a0 += dw_ld(wr + j * L) * dw_ld(xr + j * dwl * L);
+					a0 += dw_ld(wr + j * L) * dw_ld(xT + (xr + j * dwl) * L);
 			}
 			dw_st(yr + ow * L, a0);
 		}
@@ -726,15 +749,16 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 }
 
 DL_CLONES static void dw_cb_cells_any(float *yT, const float *xT, const float *wT,
-				      const float *bl, const struct geom *g)
+				      const float *bl, const struct geom *g,
+				      int64_t oh0, int64_t oh1, int64_t r0)
 {
 	dw_vec b = dw_ld(bl);
 	if (g->kh == 3 && g->kw == 3)
-		dw_cb_cells(yT, xT, wT, b, g, 3, 3);
+		dw_cb_cells(yT, xT, wT, b, g, oh0, oh1, r0, 3, 3);
 	else if (g->kh == 5 && g->kw == 5)
-		dw_cb_cells(yT, xT, wT, b, g, 5, 5);
+		dw_cb_cells(yT, xT, wT, b, g, oh0, oh1, r0, 5, 5);
 	else
-		dw_cb_cells(yT, xT, wT, b, g, 0, 0);
+		dw_cb_cells(yT, xT, wT, b, g, oh0, oh1, r0, 0, 0);
 }
 
 typedef int dw_ivec __attribute__((vector_size(DW_CB_LANES * sizeof(int))));
@@ -862,18 +886,17 @@ DL_CLONES static void dw_cb_gather(float *restrict dst, const float *restrict sr
 		dst[k] = src[idx[k]];
 }
 
-/* planes y + l OHW, l < L, from yT [OHW, lanes]: 16 cells at a time
- * through dw_tr16, the rest one by one */
+/* cells [0, n) of planes y + l OHW, l < L, from yT [n, lanes]: 16
+ * cells at a time through dw_tr16, the rest one by one */
 DL_CLONES static void dw_cb_out(float *restrict y, const float *restrict yT, int L,
-				int64_t OHW)
+				int64_t OHW, int64_t n)
 {
 	int64_t p = 0;
-	for (; p + DW_CB_LANES <= OHW; p += DW_CB_LANES) {
+	for (; p + DW_CB_LANES <= n; p += DW_CB_LANES)
 		dw_tr16(y + p, OHW, L, yT + p * DW_CB_LANES, NULL, DW_CB_LANES);
-	}
-	for (int l = 0; p < OHW && l < L; l++) {
+	for (int l = 0; p < n && l < L; l++) {
 		float *restrict yp = y + l * OHW;
-		for (int64_t q = p; q < OHW; q++)
+		for (int64_t q = p; q < n; q++)
 			yp[q] = yT[q * DW_CB_LANES + l];
 	}
 }
@@ -890,8 +913,8 @@ static void dw_cb_block(float *y, const float *x, const float *w, const float *b
 	int64_t HW = g->H * g->W, OHW = g->OH * g->OW;
 	float *wT = ws, *bl = wT + K * DW_CB_LANES, *ep = bl + DW_CB_LANES;
 	int *off = (int *)(ep + 3 * DW_CB_LANES);
-	float *xT = (float *)(off + DW_CB_LANES), *yT = xT + HW * DW_CB_LANES;
-	int tab = OHW < DW_CB_TABLE;
+	float *xT = (float *)(off + DW_CB_LANES), *yT = xT + dw_cb_in_rows(g) * g->W * DW_CB_LANES;
+	int tab = OHW < DW_CB_TABLE && dw_cb_rows(g) == g->OH;
 	int *otab = (int *)(yT + OHW * DW_CB_LANES);
 	int64_t base = oc0 / mult * HW;
 	if (fresh) {
@@ -909,15 +932,24 @@ static void dw_cb_block(float *y, const float *x, const float *w, const float *b
 			for (int64_t q = 0; q < OHW; q++)
 				otab[l * OHW + q] = (int)(q * DW_CB_LANES + l);
 	}
-	dw_cb_in(xT, x + nn * g->C * HW + base, off, HW);
-	dw_cb_cells_any(yT, xT, wT, bl, g);
 	float *yb = y + (nn * g->OC + oc0) * OHW;
-	if (e && !res)
-		dl_epilogue_lanes(e, ep, yT, OHW);
-	if (tab)
-		dw_cb_gather(yb, yT, otab, L * OHW);
-	else
-		dw_cb_out(yb, yT, L, OHW);
+	int64_t R = dw_cb_rows(g);
+	for (int64_t oh0 = 0; oh0 < g->OH; oh0 += R) {
+		int64_t oh1 = oh0 + R < g->OH ? oh0 + R : g->OH, n = (oh1 - oh0) * g->OW;
+		/* the input rows the strip reads */
+		int64_t r0 = oh0 * g->sh - g->ph, r1 = (oh1 - 1) * g->sh - g->ph + (g->kh - 1) * g->dh + 1;
+		r0 = r0 < 0 ? 0 : r0;
+		r1 = r1 > g->H ? g->H : r1;
+		if (r1 > r0)
+			dw_cb_in(xT, x + nn * g->C * HW + base + r0 * g->W, off, (r1 - r0) * g->W);
+		dw_cb_cells_any(yT, xT, wT, bl, g, oh0, oh1, r0);
+		if (e && !res)
+			dl_epilogue_lanes(e, ep, yT, n);
+		if (tab)
+			dw_cb_gather(yb, yT, otab, L * OHW);
+		else
+			dw_cb_out(yb + oh0 * g->OW, yT, L, OHW, n);
+	}
 	for (int l = 0; e && res && l < L; l++)
 		dl_epilogue_row(e, yb + l * OHW, res + (nn * g->OC + oc0 + l) * OHW,
 				oc0 + l, OHW);
