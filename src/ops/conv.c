@@ -2,7 +2,8 @@
  * lower to GEMM through dl_sgemm: im2col over tiles of output rows, or
  * Winograd F(4x4, 3x3) or F(2x2, 3x3) for 3x3 stride-1 layers; depthwise
  * ones (one input channel per group) run a direct loop, since a GEMM with
- * one row of K is the wrong shape. 1D ops are the 2D kernels with H = 1.
+ * one row of K is the wrong shape: forward with 16 channels in the vector
+ * lanes (dw_cb_*), or row by row where a strip of rows is too large. 1D ops are the 2D kernels with H = 1.
  * Scratch comes from the planned workspace, one slot per thread. */
 #include <math.h>
 #include <stdlib.h>
@@ -980,7 +981,8 @@ static int dw_cb(const struct geom *g) { (void)g; return 0; }
 
 /* y [N, OC, OH, OW] from x [N, C, H, W], w [OC, 1, kh, kw], b [OC] or NULL;
  * output channel oc reads input channel oc / (OC / C). ws: nt slots of
- * dw_slot floats (NULL: the row-wise kernels). */
+ * dw_slot floats (NULL: the row-wise kernels). The channel-blocked kernel
+ * where dw_cb allows; else the padded or row-wise ones. */
 static void depthwise_forward(float *y, const float *x, const float *w,
 			      const float *b, float *ws, const struct geom *g,
 			      int nt, const struct dl_epilogue *e, const float *res)
