@@ -15,6 +15,7 @@
 #include <check.h>
 
 #include "check_suites.h"
+#include "engine/fuse.h"
 #include "engine/gemm.h"
 #include "engine/threads.h"
 #include "engine/op.h"
@@ -1029,6 +1030,142 @@ START_TEST(test_conv_large_reference)
 }
 END_TEST
 
+/* Depthwise layers that the channel-blocked forward serves (src/ops/conv.c
+ * dw_cb: blocks of at most DW_CB_MAX_FLOATS) at odd sizes: channel counts that leave a partial block of lanes, a channel
+ * multiplier, strides 1 and 2, kernels 3, 5 and 3x5 with dilation,
+ * padding that is not "same" and differs before and after, planes
+ * smaller than the kernel, planes of several strips, conv1d; batch 1
+ * and > 1, 1 and 2 threads; and rows too long for it.
+ * Against the float64 reference: the plain forward (and backward, which
+ * the row-wise kernels run), then the forward with a fused epilogue as
+ * the fusion pass sets it (engine/fuse.h): bias, folded batch norm and
+ * silu in the lanes, and bias, relu6, residual and relu after the
+ * transpose. */
+START_TEST(test_depthwise_blocked)
+{
+	struct {
+		const char *op, *hps;
+		int64_t in[4], sh, sw, ph, pw, dh, dw;
+	} t[] = {
+		{"conv2d", "out_channels: 19, kernel_size: 3, padding: 1, groups: 19",
+		 {3, 19, 13, 17}, 1, 1, 1, 1, 1, 1},
+		{"conv2d", "out_channels: 42, kernel_size: 5, stride: 2, padding: 2, groups: 21",
+		 {1, 21, 7, 13}, 2, 2, 2, 2, 1, 1},
+		{"conv2d", "out_channels: 17, kernel_size: 3, stride: 2, padding: [[0, 1], [1, 0]], groups: 17",
+		 {2, 17, 17, 7}, 2, 2, 0, 1, 1, 1},
+		{"conv2d", "out_channels: 16, kernel_size: 5, padding: 2, groups: 16",
+		 {5, 16, 2, 2}, 1, 1, 2, 2, 1, 1},
+		{"conv2d", "out_channels: 33, kernel_size: 5, padding: 1, groups: 33",
+		 {2, 33, 3, 4}, 1, 1, 1, 1, 1, 1},
+		{"conv2d", "out_channels: 18, kernel_size: [3, 5], dilation: [2, 1], padding: [[2, 1], [1, 3]], groups: 18",
+		 {2, 18, 9, 9}, 1, 1, 2, 1, 2, 1},
+		{"conv2d", "out_channels: 20, kernel_size: 3, stride: 2, padding: 1, groups: 20",
+		 {1, 20, 45, 41}, 2, 2, 1, 1, 1, 1},
+		{"conv2d", "out_channels: 7, kernel_size: 5, padding: 2, groups: 7",
+		 {3, 7, 31, 29}, 1, 1, 2, 2, 1, 1},
+		{"conv1d", "out_channels: 20, kernel_size: 11, stride: 2, padding: [[4, 6]], groups: 20",
+		 {3, 20, 37, 0}, 1, 2, 0, 4, 1, 1},
+		/* planes that take several strips of rows (dw_cb_rows) */
+		{"conv2d", "out_channels: 3, kernel_size: 3, padding: 1, groups: 3",
+		 {1, 3, 130, 130}, 1, 1, 1, 1, 1, 1},
+		{"conv2d", "out_channels: 2, kernel_size: 5, stride: 2, padding: 2, groups: 2",
+		 {2, 2, 181, 181}, 2, 2, 2, 2, 1, 1},
+		/* rows too long for a block of DW_CB_MAX_FLOATS: the
+		 * row-wise kernel */
+		{"conv1d", "out_channels: 2, kernel_size: 3, padding: 1, groups: 2",
+		 {1, 2, 40000, 0}, 1, 1, 0, 1, 1, 1},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++) {
+			struct harness h;
+			struct dl_error err = {0};
+			dl_set_threads(threads);
+			int oned = t[k].op[4] == '1';
+			struct dl_shape xs = dl_shape_make(oned ? 3 : 4, t[k].in);
+			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 1, &err) == 0, "%s", err.msg);
+			struct dl_rng r;
+			dl_rng_seed(&r, 7 + k);
+			for (int64_t i = 0; i < h.nx; i++)
+				h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int64_t i = 0; i < h.ny; i++)
+				h.gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			for (int i = 0; i < h.n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
+					h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h);
+			h_backward(&h);
+			struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+			int64_t H = oned ? 1 : h.xs.d[2], W = h.xs.d[oned ? 2 : 3];
+			int64_t OH = oned ? 1 : h.ys.d[2], OW = h.ys.d[oned ? 2 : 3];
+			struct ref rf = {h.xs.d[0], h.xs.d[1], H, W, h.ys.d[1], OH, OW,
+					 h.xs.d[1], oned ? 1 : w->shape.d[2], w->shape.d[oned ? 2 : 3],
+					 t[k].sh, t[k].sw, t[k].ph, t[k].pw, t[k].dh, t[k].dw, 0};
+			int64_t nw = dl_shape_numel(&w->shape), plane = OH * OW;
+			double *y = calloc((size_t)h.ny, sizeof(double));
+			double *dx = calloc((size_t)h.nx, sizeof(double));
+			double *dw = calloc((size_t)nw, sizeof(double));
+			ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+			ref_visit(&rf, REF_DX, dx, NULL, w->data, h.gy);
+			ref_visit(&rf, REF_DW, dw, h.x, NULL, h.gy);
+			double *yb = calloc((size_t)h.ny, sizeof(double));
+			for (int64_t i = 0; i < h.ny; i++)
+				yb[i] = y[i] + b->data[i / plane % rf.OC];
+			ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5, "{%s}, %d threads: y off by %g",
+				      t[k].hps, threads, rel_err_d(h.y, yb, h.ny));
+			ck_assert_msg(rel_err_d(h.dx, dx, h.nx) < 1e-5, "{%s}, %d threads: dx off by %g",
+				      t[k].hps, threads, rel_err_d(h.dx, dx, h.nx));
+			ck_assert_msg(rel_err_d(w->grad, dw, nw) < 1e-5, "{%s}, %d threads: dw off by %g",
+				      t[k].hps, threads, rel_err_d(w->grad, dw, nw));
+
+			/* fused epilogues, at inference */
+			float *sc = malloc((size_t)(2 * rf.OC) * sizeof(float));
+			float *res = malloc((size_t)h.ny * sizeof(float));
+			for (int64_t c = 0; c < rf.OC; c++) {
+				sc[c] = 0.5f + (float)dl_rng_uniform(&r);
+				sc[rf.OC + c] = (float)dl_rng_uniform(&r) - 0.5f;
+			}
+			for (int64_t i = 0; i < h.ny; i++)
+				res[i] = 2.0f * (float)dl_rng_uniform(&r) - 1.0f;
+			struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_SILU, .res = -1, .ready = 1,
+						.bias = b->data, .scale = sc, .shift = sc + rf.OC};
+			h.n.epi = &e;
+			h.ctx.train = 0;
+			h_forward(&h);
+			for (int64_t i = 0; i < h.ny; i++) {
+				int64_t c = i / plane % rf.OC;
+				double v = (y[i] + b->data[c]) * sc[c] + sc[rf.OC + c];
+				yb[i] = v / (1.0 + exp(-v));
+			}
+			ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+				      "{%s}, %d threads: bias, batch norm, silu off by %g",
+				      t[k].hps, threads, rel_err_d(h.y, yb, h.ny));
+			struct dl_epilogue e2 = {.bn = -1, .act1 = DL_ACT_RELU6, .act2 = DL_ACT_RELU,
+						 .res = 0, .ready = 1, .bias = b->data, .resp = res};
+			h.n.epi = &e2;
+			h_forward(&h);
+			for (int64_t i = 0; i < h.ny; i++) {
+				double v = y[i] + b->data[i / plane % rf.OC];
+				v = v < 0.0 ? 0.0 : v > 6.0 ? 6.0 : v;
+				v += res[i];
+				yb[i] = v < 0.0 ? 0.0 : v;
+			}
+			ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+				      "{%s}, %d threads: bias, relu6, residual, relu off by %g",
+				      t[k].hps, threads, rel_err_d(h.y, yb, h.ny));
+			h.n.epi = NULL;
+			free(sc);
+			free(res);
+			free(y);
+			free(yb);
+			free(dx);
+			free(dw);
+			h_free(&h);
+		}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* Winograd F(4x4, 3x3) at the most input channels its rule admits
  * (WINO4_MAX_C, src/ops/conv.c: 128) on resnet-like data (inputs after
  * batch norm and relu, Kaiming-normal weights), against the float64 sum:
@@ -1225,6 +1362,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_small_one_thread);
 	tcase_add_test(tc, test_sgemm_split_regions);
 	tcase_add_test(tc, test_conv_large_reference);
+	tcase_add_test(tc, test_depthwise_blocked);
 	tcase_add_test(tc, test_conv_wino4_accuracy);
 	tcase_add_test(tc, test_zero_batch);
 	tcase_add_test(tc, test_errors);

@@ -284,3 +284,38 @@ DL_CLONES void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const flo
 		act_row(e->act2, o, C);
 	}
 }
+
+void dl_epilogue_lanes_prepare(const struct dl_epilogue *e, float *p, int64_t c0, int L)
+{
+	/* lanes beyond L repeat the last channel's: their values are
+	 * dropped */
+	for (int l = 0; l < DL_EPI_LANES; l++) {
+		int64_t c = c0 + (l < L ? l : L - 1);
+		p[l] = e->bias ? e->bias[c] : 0.0f;
+		p[DL_EPI_LANES + l] = e->scale ? e->scale[c] : 1.0f;
+		p[2 * DL_EPI_LANES + l] = e->scale ? e->shift[c] : 0.0f;
+	}
+}
+
+DL_CLONES void dl_epilogue_lanes(const struct dl_epilogue *e, const float *p, float *y,
+				 int64_t n)
+{
+	const float *b = p, *s = p + DL_EPI_LANES, *t = p + 2 * DL_EPI_LANES;
+	if (e->scale) {
+		for (int64_t k = 0; k < n; k++) {
+			float *v = y + k * DL_EPI_LANES;
+			#pragma omp simd
+			for (int l = 0; l < DL_EPI_LANES; l++)
+				v[l] = (v[l] + b[l]) * s[l] + t[l];
+		}
+	} else if (e->bias) {
+		for (int64_t k = 0; k < n; k++) {
+			float *v = y + k * DL_EPI_LANES;
+			#pragma omp simd
+			for (int l = 0; l < DL_EPI_LANES; l++)
+				v[l] += b[l];
+		}
+	}
+	act_row(e->act1, y, n * DL_EPI_LANES);
+	act_row(e->act2, y, n * DL_EPI_LANES);
+}

@@ -43,5 +43,13 @@ void dl_epilogue_row(const struct dl_epilogue *e, float *y, const float *r,
  * layout or NULL. */
 void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const float *r,
 		      int64_t rows, int64_t C);
+/* y [n, DL_EPI_LANES] with channels in lanes: lane l holds channel c0 + l
+ * (l < L; the other lanes are left with unspecified values), p the
+ * channels' parameters in lanes (3 DL_EPI_LANES floats) that
+ * dl_epilogue_lanes_prepare made. For an epilogue without a residual
+ * (e->res < 0); the same bits as dl_epilogue_row. */
+#define DL_EPI_LANES 16
+void dl_epilogue_lanes_prepare(const struct dl_epilogue *e, float *p, int64_t c0, int L);
+void dl_epilogue_lanes(const struct dl_epilogue *e, const float *p, float *y, int64_t n);
 
 #endif
