@@ -947,13 +947,23 @@ static struct wino wino_plan(const struct geom *g)
 	return p;
 }
 
-/* Per thread: V [nx, Cg, T], M [nx, OCg, T], a zero-padded input rows
- * and a rows of their transform (pad, rt: [a, L] each), m output rows
- * (out: [m, m TW]). */
+/* Channels per vector of F(4x4)'s input transform (wino_input4). */
+#define WINO_CV 16
+
+/* Floats of each of pad and rt: a zero-padded input rows and a rows of
+ * their transform, [a, L] (F(2x2)) or [a, L, WINO_CV] (F(4x4), which
+ * transforms WINO_CV channels at a time). */
+static int64_t wino_pad_floats(const struct wino *p)
+{
+	return p->a * p->L * (p->m == 4 ? WINO_CV : 1);
+}
+
+/* Per thread: V [nx, Cg, T] (F(4x4): [nx, T, Cg]), M [nx, OCg, T], pad
+ * and rt (wino_pad_floats each), m output rows (out: [m, m TW]). */
 static int64_t wino_slot(const struct geom *g)
 {
 	struct wino p = wino_plan(g);
-	return p.nx * (cin_g(g) + cout_g(g)) * p.T + 2 * p.a * p.L + p.m * p.m * p.TW;
+	return p.nx * (cin_g(g) + cout_g(g)) * p.T + 2 * wino_pad_floats(&p) + p.m * p.m * p.TW;
 }
 
 /* U [nx, OC, Cg] = G w G^T for every (oc, c): shared by the threads. */
@@ -1187,30 +1197,87 @@ DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
 	}
 }
 
-/* F(4x4): V[xi, c, t] = (B^T d B)[xi] for the 6x6 input patch d of each
- * tile, B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
- * 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]: B^T d over whole padded
- * rows first (contiguous), then times B tile by tile. V [36, Cg, T];
- * pad, rt: [6, L]. */
+/* Rows ih0 .. ih0 + 5 of the planes xc [n, H, W] (n <= WINO_CV
+ * channels), zero-padded, the channels innermost: pad [6, L, WINO_CV],
+ * pad[r, k, c] = xc[c, ih0 + r, k - pw], 0 outside the planes and for
+ * c >= n. A transpose, one float at a time. */
+static void wino_pad_chans(float *restrict pad, const float *restrict xc,
+			   const struct geom *g, int64_t ih0, int64_t L, int n)
+{
+	int64_t H = g->H, W = g->W, HW = g->H * g->W, pw = g->pw;
+	int64_t k0 = pw < L ? pw : L, k1 = pw + W < L ? pw + W : L;   /* columns inside */
+	for (int r = 0; r < 6; r++) {
+		int64_t ih = ih0 + r;
+		float *restrict pr = pad + r * L * WINO_CV;
+		int inside = ih >= 0 && ih < H;
+		if (!inside || n < WINO_CV) {
+			memset(pr, 0, (size_t)(L * WINO_CV) * sizeof *pr);
+		} else {
+			memset(pr, 0, (size_t)(k0 * WINO_CV) * sizeof *pr);
+			memset(pr + k1 * WINO_CV, 0, (size_t)((L - k1) * WINO_CV) * sizeof *pr);
+		}
+		if (!inside)
+			continue;
+		const float *restrict xr = xc + ih * W - pw;
+		for (int64_t k = k0; k < k1; k++)
+			for (int c = 0; c < n; c++)
+				pr[k * WINO_CV + c] = xr[c * HW + k];
+	}
+}
+
+/* Times B for the n channels of one row i of one tile's B^T d: q [6,
+ * WINO_CV] (the tile's six columns of the row), v the row's first
+ * output, the six at stride cs. */
+static inline void wino_times_b4(float *restrict v, const float *restrict q,
+				 int64_t cs, int n)
+{
+	#pragma omp simd
+	for (int c = 0; c < n; c++) {
+		float e0 = q[c], e1 = q[WINO_CV + c], e2 = q[2 * WINO_CV + c];
+		float e3 = q[3 * WINO_CV + c], e4 = q[4 * WINO_CV + c];
+		float e5 = q[5 * WINO_CV + c];
+		v[0 * cs + c] = 4.0f * e0 - 5.0f * e2 + e4;
+		v[1 * cs + c] = e3 + e4 - 4.0f * (e1 + e2);
+		v[2 * cs + c] = e4 - e3 + 4.0f * (e1 - e2);
+		v[3 * cs + c] = e4 - e2 + 2.0f * (e3 - e1);
+		v[4 * cs + c] = e4 - e2 + 2.0f * (e1 - e3);
+		v[5 * cs + c] = 4.0f * e1 - 5.0f * e3 + e5;
+	}
+}
+
+/* F(4x4): V[xi, t, c] = (B^T d B)[xi] for the 6x6 input patch d of each
+ * tile t of tile rows [th0, th1) and channel c in [c_lo, c_hi),
+ * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+ * 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]: x [Cg, H, W] (one image
+ * and group), V [36, T, Cg], the GEMMs' right operands transposed; pad,
+ * rt: [6, L, WINO_CV]. Vectorised across WINO_CV channels: pad holds a
+ * tile row's six padded input rows with the channels innermost, rt their
+ * B^T d (whole rows, contiguous), then each tile's times B works on
+ * channel vectors and stores them contiguous. At densenet121's 16x16
+ * and 8x8 maps a tile row is 4 or 2 tiles: the per-row vectorisation
+ * this replaced had nothing to vectorise (perf: it and its row padding
+ * were 23-31% of the 64x64 batch-32 forward). The same arithmetic per
+ * element as before, so the same bits. */
 DL_CLONES static void wino_input4(float *restrict V, float *restrict pad,
 				  float *restrict rt, const float *restrict x,
 				  const struct geom *g, const struct wino *p,
 				  int64_t th0, int64_t th1, int64_t c_lo, int64_t c_hi)
 {
-	int64_t Cg = cin_g(g), TW = p->TW, L = p->L, T = p->T;
+	int64_t Cg = cin_g(g), TW = p->TW, T = p->T, HW = g->H * g->W;
 	int64_t cs = Cg * T;   /* stride between the 36 matrices */
-	for (int64_t c = c_lo; c < c_hi; c++) {
-		const float *xc = x + c * g->H * g->W;
+	int64_t LV = p->L * WINO_CV;
+	for (int64_t c0 = c_lo; c0 < c_hi; c0 += WINO_CV) {
+		int n = c_hi - c0 < WINO_CV ? (int)(c_hi - c0) : WINO_CV;
 		for (int64_t th = th0; th < th1; th++) {
-			wino_pad_rows(pad, xc, g, 4 * th - g->ph, 6, L);
-			const float *restrict d0 = pad, *restrict d1 = pad + L;
-			const float *restrict d2 = pad + 2 * L, *restrict d3 = pad + 3 * L;
-			const float *restrict d4 = pad + 4 * L, *restrict d5 = pad + 5 * L;
-			float *restrict r0 = rt, *restrict r1 = rt + L, *restrict r2 = rt + 2 * L;
-			float *restrict r3 = rt + 3 * L, *restrict r4 = rt + 4 * L;
-			float *restrict r5 = rt + 5 * L;
+			wino_pad_chans(pad, x + c0 * HW, g, 4 * th - g->ph, p->L, n);
+			const float *restrict d0 = pad, *restrict d1 = pad + LV;
+			const float *restrict d2 = pad + 2 * LV, *restrict d3 = pad + 3 * LV;
+			const float *restrict d4 = pad + 4 * LV, *restrict d5 = pad + 5 * LV;
+			float *restrict r0 = rt, *restrict r1 = rt + LV, *restrict r2 = rt + 2 * LV;
+			float *restrict r3 = rt + 3 * LV, *restrict r4 = rt + 4 * LV;
+			float *restrict r5 = rt + 5 * LV;
 			#pragma omp simd
-			for (int64_t k = 0; k < L; k++) {
+			for (int64_t k = 0; k < LV; k++) {
 				r0[k] = 4.0f * d0[k] - 5.0f * d2[k] + d4[k];
 				r1[k] = d3[k] + d4[k] - 4.0f * (d1[k] + d2[k]);
 				r2[k] = d4[k] - d3[k] + 4.0f * (d1[k] - d2[k]);
@@ -1218,22 +1285,16 @@ DL_CLONES static void wino_input4(float *restrict V, float *restrict pad,
 				r4[k] = d4[k] - d2[k] + 2.0f * (d1[k] - d3[k]);
 				r5[k] = 4.0f * d1[k] - 5.0f * d3[k] + d5[k];
 			}
-			for (int i = 0; i < 6; i++) {
-				const float *restrict q = rt + i * L;
-				float *restrict v = V + 6 * i * cs + c * T + (th - th0) * TW;
-				#pragma omp simd
-				for (int64_t tw = 0; tw < TW; tw++) {
-					int64_t k = 4 * tw;
-					float e0 = q[k], e1 = q[k + 1], e2 = q[k + 2];
-					float e3 = q[k + 3], e4 = q[k + 4], e5 = q[k + 5];
-					v[0 * cs + tw] = 4.0f * e0 - 5.0f * e2 + e4;
-					v[1 * cs + tw] = e3 + e4 - 4.0f * (e1 + e2);
-					v[2 * cs + tw] = e4 - e3 + 4.0f * (e1 - e2);
-					v[3 * cs + tw] = e4 - e2 + 2.0f * (e3 - e1);
-					v[4 * cs + tw] = e4 - e2 + 2.0f * (e1 - e3);
-					v[5 * cs + tw] = 4.0f * e1 - 5.0f * e3 + e5;
+			float *vt = V + (th - th0) * TW * Cg + c0;
+			for (int64_t tw = 0; tw < TW; tw++)
+				for (int i = 0; i < 6; i++) {
+					const float *q = rt + i * LV + 4 * tw * WINO_CV;
+					float *v = vt + 6 * i * cs + tw * Cg;
+					if (n == WINO_CV)
+						wino_times_b4(v, q, cs, WINO_CV);
+					else
+						wino_times_b4(v, q, cs, n);
 				}
-			}
 		}
 	}
 }
@@ -1355,6 +1416,22 @@ DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
 	}
 }
 
+/* M[xi] [OCg, tiles] = U[xi] [OCg, Cg] x V[xi] of group gi: V[xi] is
+ * [Cg, T] for F(2x2), [T, Cg] (the product's right operand transposed)
+ * for F(4x4), whose input transform writes channels contiguous. OpenBLAS
+ * packs either into the same panels and sums in the same order (the same
+ * bits, checked with cmp on densenet121 and resnet18 outputs). */
+static void wino_gemm(float *M, const float *U, const float *V, const struct geom *g,
+		      const struct wino *p, int64_t gi, int64_t xi, int64_t tiles)
+{
+	int64_t Cg = cin_g(g), OCg = cout_g(g);
+	int tr = p->m == 4;
+	dl_sgemm(0, tr, (int)OCg, (int)tiles, (int)Cg, 1.0f,
+		 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
+		 V + xi * Cg * p->T, tr ? (int)Cg : (int)p->T, 0.0f,
+		 M + xi * OCg * p->T, (int)p->T);
+}
+
 /* wino_forward with the threads sharing each unit (shared_units), in
  * three parts split by what each reads: the input transform by input
  * channel, then the nx GEMMs by their index xi (each runs whole, so the
@@ -1375,8 +1452,8 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
 	{
 		int team = team_size(), me = thread_id();
-		float *pad = ws + me * slot + p.nx * (Cg + OCg) * p.T, *rt = pad + p.a * p.L;
-		float *out = rt + p.a * p.L;
+		float *pad = ws + me * slot + p.nx * (Cg + OCg) * p.T;
+		float *rt = pad + wino_pad_floats(&p), *out = rt + wino_pad_floats(&p);
 		int64_t lo, hi;
 		for (int64_t u = 0; u < units; u++) {
 			int64_t gi = u / blocks, bl = u % blocks;
@@ -1388,8 +1465,8 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 				int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
 				const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
 				if (p.m == 4)
-					wino_input4(V + (r - r0) * p.TW, pad, rt, xg, g, &p, th0, th1,
-						    lo, hi);
+					wino_input4(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p,
+						    th0, th1, lo, hi);
 				else
 					wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1,
 						    lo, hi);
@@ -1398,10 +1475,7 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 			#pragma omp barrier
 			part_of(p.nx, team, me, &lo, &hi);
 			for (int64_t xi = lo; xi < hi; xi++)
-				dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
-					 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
-					 V + xi * Cg * p.T, (int)p.T, 0.0f,
-					 M + xi * OCg * p.T, (int)p.T);
+				wino_gemm(M, U, V, g, &p, gi, xi, tiles);
 			#pragma omp barrier
 			part_of(OCg, team, me, &lo, &hi);
 			for (int64_t r = r0; r < r1 && lo < hi;) {
@@ -1460,23 +1534,21 @@ static void wino_forward(float *y, const float *x, const float *w,
 		int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
 		int64_t tiles = (r1 - r0) * p.TW;
 		float *V = ws + thread_id() * slot, *M = V + p.nx * Cg * p.T;
-		float *pad = M + p.nx * OCg * p.T, *rt = pad + p.a * p.L;
-		float *out = rt + p.a * p.L;
+		float *pad = M + p.nx * OCg * p.T, *rt = pad + wino_pad_floats(&p);
+		float *out = rt + wino_pad_floats(&p);
 		for (int64_t r = r0; r < r1;) {
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
 			const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
 			if (p.m == 4)
-				wino_input4(V + (r - r0) * p.TW, pad, rt, xg, g, &p, th0, th1, 0, Cg);
+				wino_input4(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p, th0, th1,
+					    0, Cg);
 			else
 				wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1, 0, Cg);
 			r += th1 - th0;
 		}
 		for (int xi = 0; xi < p.nx; xi++)
-			dl_sgemm(0, 0, (int)OCg, (int)tiles, (int)Cg, 1.0f,
-				 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
-				 V + xi * Cg * p.T, (int)p.T, 0.0f,
-				 M + xi * OCg * p.T, (int)p.T);
+			wino_gemm(M, U, V, g, &p, gi, xi, tiles);
 		for (int64_t r = r0; r < r1;) {
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
