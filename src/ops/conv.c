@@ -959,11 +959,13 @@ static int64_t wino_pad_floats(const struct wino *p)
 }
 
 /* Per thread: V [nx, Cg, T] (F(4x4): [nx, T, Cg]), M [nx, OCg, T], pad
- * and rt (wino_pad_floats each), m output rows (out: [m, m TW]). */
+ * and rt (wino_pad_floats each), m output rows (out: [m, m TW]; F(4x4)
+ * the whole block's, and A^T m: [40, T]). */
 static int64_t wino_slot(const struct geom *g)
 {
 	struct wino p = wino_plan(g);
-	return p.nx * (cin_g(g) + cout_g(g)) * p.T + 2 * wino_pad_floats(&p) + p.m * p.m * p.TW;
+	return p.nx * (cin_g(g) + cout_g(g)) * p.T + 2 * wino_pad_floats(&p) +
+	       (p.m == 4 ? 40 * p.T : 4 * p.TW);
 }
 
 /* U [nx, OC, Cg] = G w G^T for every (oc, c): shared by the threads. */
@@ -1416,56 +1418,74 @@ DL_CLONES static void wino_output2(float *restrict y, float *restrict out,
 }
 
 /* F(4x4): y tiles = A^T m A + b, A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
- * 0 1 1 4 4 0; 0 1 -1 8 -8 1], from M [36, OCg, T]. out: [4, 4 TW]. */
+ * 0 1 1 4 4 0; 0 1 -1 8 -8 1], for output channels [o_lo, o_hi) of
+ * group gi, from M [36, OCg, T] of the block of tile rows [r0, r1) of
+ * the batch (pieces of one or more images): y [N, OC, OH, OW], res the
+ * residual in the same layout or NULL, b [OCg] of the group or NULL.
+ * out: [40, T]. Vectorised across all the block's tiles (at 8x8 and 4x4
+ * maps a tile row is 2 or 1 tiles, and an image's rows 4 or 1 tiles):
+ * the tiles of one channel into out (row 4 i + k: the tiles' y[i, k]),
+ * then copied to y row by row. */
 DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
 				   const float *restrict M, const float *b,
 				   const struct geom *g, const struct wino *p,
-				   int64_t th0, int64_t th1,
-				   const struct dl_epilogue *e, const float *r, int64_t c0,
+				   int64_t r0, int64_t r1, int64_t gi,
+				   const struct dl_epilogue *e, const float *res,
 				   int64_t o_lo, int64_t o_hi)
 {
-	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW;
-	int64_t cs = OCg * T;
+	int64_t OCg = cout_g(g), TW = p->TW, T = p->T, OW = g->OW, OH = g->OH;
+	int64_t cs = OCg * T, tiles = (r1 - r0) * TW;
 	for (int64_t o = o_lo; o < o_hi; o++) {
 		float bv = b ? b[o] : 0.0f;
-		for (int64_t th = th0; th < th1; th++) {
-			const float *restrict m = M + o * T + (th - th0) * TW;
-			int64_t oh = 4 * th, rows = g->OH - oh < 4 ? g->OH - oh : 4;
-			float *yo = y + (o * g->OH + oh) * OW, *d[4];
-			wino_rows(d, yo, out, g, p, rows);
-			float *restrict o0 = d[0], *restrict o1 = d[1];
-			float *restrict o2 = d[2], *restrict o3 = d[3];
+		const float *restrict m = M + o * T;
+		/* A^T m (rows i of the tile, columns l) into out's rows
+		 * 6 i + l (24 of them: out has 16 T floats and sa 24 T) */
+		float *restrict sa = out + 16 * T;
+		for (int l = 0; l < 6; l++) {
+			const float *restrict m0 = m + l * cs, *restrict m1 = m + (6 + l) * cs;
+			const float *restrict m2 = m + (12 + l) * cs, *restrict m3 = m + (18 + l) * cs;
+			const float *restrict m4 = m + (24 + l) * cs, *restrict m5 = m + (30 + l) * cs;
+			float *restrict s0 = sa + l * T, *restrict s1 = sa + (6 + l) * T;
+			float *restrict s2 = sa + (12 + l) * T, *restrict s3 = sa + (18 + l) * T;
 			#pragma omp simd
-			for (int64_t tw = 0; tw < TW; tw++) {
-				float s[4][6];   /* A^T m: rows of the tile, columns l */
-				for (int l = 0; l < 6; l++) {
-					float m0 = m[l * cs + tw], m1 = m[(6 + l) * cs + tw];
-					float m2 = m[(12 + l) * cs + tw], m3 = m[(18 + l) * cs + tw];
-					float m4 = m[(24 + l) * cs + tw], m5 = m[(30 + l) * cs + tw];
-					float p12 = m1 + m2, n12 = m1 - m2;
-					float p34 = m3 + m4, n34 = m3 - m4;
-					s[0][l] = m0 + p12 + p34;
-					s[1][l] = n12 + 2.0f * n34;
-					s[2][l] = p12 + 4.0f * p34;
-					s[3][l] = n12 + 8.0f * n34 + m5;
-				}
-				float t[4][4];   /* times A */
-				for (int i = 0; i < 4; i++) {
-					float p12 = s[i][1] + s[i][2], n12 = s[i][1] - s[i][2];
-					float p34 = s[i][3] + s[i][4], n34 = s[i][3] - s[i][4];
-					t[i][0] = s[i][0] + p12 + p34 + bv;
-					t[i][1] = n12 + 2.0f * n34 + bv;
-					t[i][2] = p12 + 4.0f * p34 + bv;
-					t[i][3] = n12 + 8.0f * n34 + s[i][5] + bv;
-				}
-				for (int k = 0; k < 4; k++) {
-					o0[4 * tw + k] = t[0][k];
-					o1[4 * tw + k] = t[1][k];
-					o2[4 * tw + k] = t[2][k];
-					o3[4 * tw + k] = t[3][k];
-				}
+			for (int64_t t = 0; t < tiles; t++) {
+				float p12 = m1[t] + m2[t], n12 = m1[t] - m2[t];
+				float p34 = m3[t] + m4[t], n34 = m3[t] - m4[t];
+				s0[t] = m0[t] + p12 + p34;
+				s1[t] = n12 + 2.0f * n34;
+				s2[t] = p12 + 4.0f * p34;
+				s3[t] = n12 + 8.0f * n34 + m5[t];
 			}
-			wino_rows_done(yo, out, g, p, rows, e, r ? r + (yo - y) : NULL, c0 + o);
+		}
+		for (int i = 0; i < 4; i++) {   /* times A */
+			const float *restrict s0 = sa + 6 * i * T, *restrict s1 = s0 + T;
+			const float *restrict s2 = s0 + 2 * T, *restrict s3 = s0 + 3 * T;
+			const float *restrict s4 = s0 + 4 * T, *restrict s5 = s0 + 5 * T;
+			float *restrict t0 = out + 4 * i * T, *restrict t1 = t0 + T;
+			float *restrict t2 = t0 + 2 * T, *restrict t3 = t0 + 3 * T;
+			#pragma omp simd
+			for (int64_t t = 0; t < tiles; t++) {
+				float p12 = s1[t] + s2[t], n12 = s1[t] - s2[t];
+				float p34 = s3[t] + s4[t], n34 = s3[t] - s4[t];
+				t0[t] = s0[t] + p12 + p34 + bv;
+				t1[t] = n12 + 2.0f * n34 + bv;
+				t2[t] = p12 + 4.0f * p34 + bv;
+				t3[t] = n12 + 8.0f * n34 + s5[t] + bv;
+			}
+		}
+		for (int64_t r = r0; r < r1; r++) {
+			int64_t nn = r / p->TH, oh = 4 * (r % p->TH);
+			int64_t rows = OH - oh < 4 ? OH - oh : 4;
+			int64_t yoff = ((nn * g->OC + gi * OCg + o) * OH + oh) * OW;
+			const float *restrict q = out + (r - r0) * TW;
+			for (int64_t i = 0; i < rows; i++) {
+				float *restrict yr = y + yoff + i * OW;
+				for (int64_t ow = 0; ow < OW; ow++)
+					yr[ow] = q[(4 * i + ow % 4) * T + ow / 4];
+			}
+			if (e)
+				dl_epilogue_row(e, y + yoff, res ? res + yoff : NULL, gi * OCg + o,
+						rows * OW);
 		}
 	}
 }
@@ -1532,18 +1552,17 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 				wino_gemm(M, U, V, g, &p, gi, xi, tiles);
 			#pragma omp barrier
 			part_of(OCg, team, me, &lo, &hi);
-			for (int64_t r = r0; r < r1 && lo < hi;) {
+			if (p.m == 4)
+				wino_output4(y, out, M, b ? b + gi * OCg : NULL, g, &p, r0, r1, gi,
+					     e, res, lo, hi);
+			for (int64_t r = r0; r < r1 && lo < hi && p.m == 2;) {
 				int64_t nn = r / p.TH, th0 = r % p.TH;
 				int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
 				int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
 				const float *bg = b ? b + gi * OCg : NULL;
 				const float *rg = res ? res + yoff : NULL;
-				if (p.m == 4)
-					wino_output4(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-						     th0, th1, e, rg, gi * OCg, lo, hi);
-				else
-					wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-						     th0, th1, e, rg, gi * OCg, lo, hi);
+				wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
+					     th0, th1, e, rg, gi * OCg, lo, hi);
 				r += th1 - th0;
 			}
 			/* the next unit's transforms overwrite V and M */
@@ -1603,17 +1622,16 @@ static void wino_forward(float *y, const float *x, const float *w,
 		}
 		for (int xi = 0; xi < p.nx; xi++)
 			wino_gemm(M, U, V, g, &p, gi, xi, tiles);
-		for (int64_t r = r0; r < r1;) {
+		if (p.m == 4)
+			wino_output4(y, out, M, b ? b + gi * OCg : NULL, g, &p, r0, r1, gi, e,
+				     res, 0, OCg);
+		for (int64_t r = r0; r < r1 && p.m == 2;) {
 			int64_t nn = r / p.TH, th0 = r % p.TH;
 			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
 			int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
 			const float *bg = b ? b + gi * OCg : NULL, *rg = res ? res + yoff : NULL;
-			if (p.m == 4)
-				wino_output4(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-					     th0, th1, e, rg, gi * OCg, 0, OCg);
-			else
-				wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-					     th0, th1, e, rg, gi * OCg, 0, OCg);
+			wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
+				     th0, th1, e, rg, gi * OCg, 0, OCg);
 			r += th1 - th0;
 		}
 	}
