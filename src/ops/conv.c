@@ -1267,17 +1267,17 @@ DL_CLONES static void wino_pad_chans(float *restrict pad, const float *restrict 
 		}
 		if (!inside)
 			continue;
-		const float *restrict xr = xc + ih * W - pw;
+		const float *restrict xr = xc + ih * W;
 		int64_t k = k0;
 		for (; k + 8 <= k1; k += 8)
 			for (int c = 0; c < n8; c += 8)
-				wino_t8(pr + k * WINO_CV + c, WINO_CV, xr + c * HW + k, HW);
+				wino_t8(pr + k * WINO_CV + c, WINO_CV, xr + c * HW + k - pw, HW);
 		for (; k < k1; k++)
 			for (int c = 0; c < n8; c++)
-				pr[k * WINO_CV + c] = xr[c * HW + k];
+				pr[k * WINO_CV + c] = xr[c * HW + k - pw];
 		for (k = k0; k < k1; k++)
 			for (int c = n8; c < n; c++)
-				pr[k * WINO_CV + c] = xr[c * HW + k];
+				pr[k * WINO_CV + c] = xr[c * HW + k - pw];
 	}
 }
 
