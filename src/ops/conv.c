@@ -1199,6 +1199,8 @@ DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
 	}
 }
 
+/* __builtin_shuffle is GCC's (clang spells it differently) */
+#if defined(__GNUC__) && !defined(__clang__)
 typedef float wino_v8 __attribute__((vector_size(32)));
 typedef int wino_i8 __attribute__((vector_size(32)));
 
@@ -1243,6 +1245,14 @@ wino_t8(float *restrict t, int64_t st, const float *restrict a, int64_t sa)
 	memcpy(t + 6 * st, &o6, sizeof o6);
 	memcpy(t + 7 * st, &o7, sizeof o7);
 }
+#else
+static inline void wino_t8(float *restrict t, int64_t st, const float *restrict a, int64_t sa)
+{
+	for (int j = 0; j < 8; j++)
+		for (int c = 0; c < 8; c++)
+			t[j * st + c] = a[c * sa + j];
+}
+#endif
 
 /* Rows ih0 .. ih0 + 5 of the planes xc [n, H, W] (n <= WINO_CV
  * channels), zero-padded, the channels innermost: pad [6, L, WINO_CV],
