@@ -947,18 +947,18 @@ static struct wino wino_plan(const struct geom *g)
 	return p;
 }
 
-/* Channels per vector of F(4x4)'s input transform (wino_input4). */
+/* Channels per vector of the input transforms (wino_input4, wino_input2). */
 #define WINO_CV 16
 
 /* Floats of each of pad and rt: a zero-padded input rows and a rows of
- * their transform, [a, L] (F(2x2)) or [a, L, WINO_CV] (F(4x4), which
- * transforms WINO_CV channels at a time). */
+ * their transform, [a, L, WINO_CV] (the input transforms take WINO_CV
+ * channels at a time). */
 static int64_t wino_pad_floats(const struct wino *p)
 {
-	return p->a * p->L * (p->m == 4 ? WINO_CV : 1);
+	return p->a * p->L * WINO_CV;
 }
 
-/* Per thread: V [nx, Cg, T] (F(4x4): [nx, T, Cg]), M [nx, OCg, T], pad
+/* Per thread: V [nx, T, Cg], M [nx, OCg, T], pad
  * and rt (wino_pad_floats each), m output rows (out: [m, m TW]; F(4x4)
  * the whole block's, and A^T m: [40, T]). */
 static int64_t wino_slot(const struct geom *g)
@@ -1123,82 +1123,6 @@ static void wino_weights(float *U, const float *w, const struct geom *g, int nt)
 		wino_weights2(U, w, g->OC, cin_g(g), nt);
 }
 
-/* Rows ih0 .. ih0 + n - 1 of the plane xc [H, W], zero-padded: pad
- * [n, L], pad[r, k] = xc[ih0 + r, k - pw], 0 outside the plane. A select
- * per float, vectorised (memset and memcpy calls on rows this short,
- * 18 floats at resnet18's 16x16, cost more than the copy). */
-DL_CLONES static void wino_pad_rows(float *restrict pad, const float *restrict xc,
-				    const struct geom *g, int64_t ih0, int n, int64_t L)
-{
-	int64_t W = g->W, pw = g->pw;
-	for (int r = 0; r < n; r++) {
-		int64_t ih = ih0 + r;
-		float *restrict pr = pad + r * L;
-		if (ih < 0 || ih >= g->H) {
-			for (int64_t k = 0; k < L; k++)
-				pr[k] = 0.0f;
-			continue;
-		}
-		const float *restrict xr = xc + ih * W;
-		#pragma omp simd
-		for (int64_t k = 0; k < L; k++) {
-			int64_t iw = k - pw;
-			pr[k] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
-		}
-	}
-}
-
-/* V[xi, c, t] = (B^T d B)[xi] for the 4x4 input patch d of each tile t of
- * tile rows [th0, th1), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]:
- * x [Cg, H, W] (one image and group), V [16, Cg, T]. pad: [4, L]. */
-DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
-				  const float *restrict x, const struct geom *g,
-				  const struct wino *p, int64_t th0, int64_t th1,
-				  int64_t c_lo, int64_t c_hi)
-{
-	int64_t Cg = cin_g(g), TW = p->TW, L = p->L, T = p->T;
-	int64_t cs = Cg * T;   /* stride between the 16 matrices */
-	for (int64_t c = c_lo; c < c_hi; c++) {
-		const float *xc = x + c * g->H * g->W;
-		for (int64_t th = th0; th < th1; th++) {
-			wino_pad_rows(pad, xc, g, 2 * th - g->ph, 4, L);
-			const float *restrict p0 = pad, *restrict p1 = pad + L;
-			const float *restrict p2 = pad + 2 * L, *restrict p3 = pad + 3 * L;
-			float *restrict v = V + c * T + (th - th0) * TW;
-			#pragma omp simd
-			for (int64_t tw = 0; tw < TW; tw++) {
-				int64_t k = 2 * tw;
-				/* rows of B^T d */
-				float a0 = p0[k] - p2[k], a1 = p0[k + 1] - p2[k + 1];
-				float a2 = p0[k + 2] - p2[k + 2], a3 = p0[k + 3] - p2[k + 3];
-				float b0 = p1[k] + p2[k], b1 = p1[k + 1] + p2[k + 1];
-				float b2 = p1[k + 2] + p2[k + 2], b3 = p1[k + 3] + p2[k + 3];
-				float c0 = p2[k] - p1[k], c1 = p2[k + 1] - p1[k + 1];
-				float c2 = p2[k + 2] - p1[k + 2], c3 = p2[k + 3] - p1[k + 3];
-				float d0 = p1[k] - p3[k], d1 = p1[k + 1] - p3[k + 1];
-				float d2 = p1[k + 2] - p3[k + 2], d3 = p1[k + 3] - p3[k + 3];
-				/* times B */
-				v[0 * cs + tw] = a0 - a2;
-				v[1 * cs + tw] = a1 + a2;
-				v[2 * cs + tw] = a2 - a1;
-				v[3 * cs + tw] = a1 - a3;
-				v[4 * cs + tw] = b0 - b2;
-				v[5 * cs + tw] = b1 + b2;
-				v[6 * cs + tw] = b2 - b1;
-				v[7 * cs + tw] = b1 - b3;
-				v[8 * cs + tw] = c0 - c2;
-				v[9 * cs + tw] = c1 + c2;
-				v[10 * cs + tw] = c2 - c1;
-				v[11 * cs + tw] = c1 - c3;
-				v[12 * cs + tw] = d0 - d2;
-				v[13 * cs + tw] = d1 + d2;
-				v[14 * cs + tw] = d2 - d1;
-				v[15 * cs + tw] = d1 - d3;
-			}
-		}
-	}
-}
-
 /* __builtin_shuffle is GCC's (clang spells it differently) */
 #if defined(__GNUC__) && !defined(__clang__)
 typedef float wino_v8 __attribute__((vector_size(32)));
@@ -1254,18 +1178,19 @@ static inline void wino_t8(float *restrict t, int64_t st, const float *restrict 
 }
 #endif
 
-/* Rows ih0 .. ih0 + 5 of the planes xc [n, H, W] (n <= WINO_CV
- * channels), zero-padded, the channels innermost: pad [6, L, WINO_CV],
+/* Rows ih0 .. ih0 + a - 1 of the planes xc [n, H, W] (n <= WINO_CV
+ * channels), zero-padded, the channels innermost: pad [a, L, WINO_CV],
  * pad[r, k, c] = xc[c, ih0 + r, k - pw], 0 outside the planes and for
  * c >= n. A transpose: 8 x 8 blocks in vector registers, the columns
  * and channels left over one float at a time. */
 DL_CLONES static void wino_pad_chans(float *restrict pad, const float *restrict xc,
-				     const struct geom *g, int64_t ih0, int64_t L, int n)
+				     const struct geom *g, int64_t ih0, int a, int64_t L,
+				     int n)
 {
 	int64_t H = g->H, W = g->W, HW = g->H * g->W, pw = g->pw;
 	int64_t k0 = pw < L ? pw : L, k1 = pw + W < L ? pw + W : L;   /* columns inside */
 	int n8 = n / 8 * 8;
-	for (int r = 0; r < 6; r++) {
+	for (int r = 0; r < a; r++) {
 		int64_t ih = ih0 + r;
 		float *restrict pr = pad + r * L * WINO_CV;
 		int inside = ih >= 0 && ih < H;
@@ -1288,6 +1213,54 @@ DL_CLONES static void wino_pad_chans(float *restrict pad, const float *restrict 
 		for (k = k0; k < k1; k++)
 			for (int c = n8; c < n; c++)
 				pr[k * WINO_CV + c] = xr[c * HW + k - pw];
+	}
+}
+
+/* V[xi, t, c] = (B^T d B)[xi] for the 4x4 input patch d of each tile t
+ * of tile rows [th0, th1) and channel c in [c_lo, c_hi),
+ * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]: x [Cg, H, W] (one image
+ * and group), V [16, T, Cg]; pad, rt: [4, L, WINO_CV]. Across WINO_CV
+ * channels as wino_input4 (at resnet18's 4x4 and 2x2 maps, 256 and 512
+ * channels, a tile row is 2 or 1 tiles). */
+DL_CLONES static void wino_input2(float *restrict V, float *restrict pad,
+				  float *restrict rt, const float *restrict x,
+				  const struct geom *g, const struct wino *p,
+				  int64_t th0, int64_t th1, int64_t c_lo, int64_t c_hi)
+{
+	int64_t Cg = cin_g(g), TW = p->TW, T = p->T, HW = g->H * g->W;
+	int64_t cs = Cg * T;   /* stride between the 16 matrices */
+	int64_t LV = p->L * WINO_CV;
+	for (int64_t c0 = c_lo; c0 < c_hi; c0 += WINO_CV) {
+		int n = c_hi - c0 < WINO_CV ? (int)(c_hi - c0) : WINO_CV;
+		for (int64_t th = th0; th < th1; th++) {
+			wino_pad_chans(pad, x + c0 * HW, g, 2 * th - g->ph, 4, p->L, n);
+			const float *restrict p0 = pad, *restrict p1 = pad + LV;
+			const float *restrict p2 = pad + 2 * LV, *restrict p3 = pad + 3 * LV;
+			float *restrict r0 = rt, *restrict r1 = rt + LV;
+			float *restrict r2 = rt + 2 * LV, *restrict r3 = rt + 3 * LV;
+			#pragma omp simd
+			for (int64_t k = 0; k < LV; k++) {   /* rows of B^T d */
+				r0[k] = p0[k] - p2[k];
+				r1[k] = p1[k] + p2[k];
+				r2[k] = p2[k] - p1[k];
+				r3[k] = p1[k] - p3[k];
+			}
+			float *vt = V + (th - th0) * TW * Cg + c0;
+			for (int64_t tw = 0; tw < TW; tw++)
+				for (int i = 0; i < 4; i++) {   /* times B */
+					const float *restrict q = rt + i * LV + 2 * tw * WINO_CV;
+					float *restrict v = vt + 4 * i * cs + tw * Cg;
+					#pragma omp simd
+					for (int c = 0; c < n; c++) {
+						float e0 = q[c], e1 = q[WINO_CV + c];
+						float e2 = q[2 * WINO_CV + c], e3 = q[3 * WINO_CV + c];
+						v[c] = e0 - e2;
+						v[cs + c] = e1 + e2;
+						v[2 * cs + c] = e2 - e1;
+						v[3 * cs + c] = e1 - e3;
+					}
+				}
+		}
 	}
 }
 
@@ -1335,7 +1308,7 @@ DL_CLONES static void wino_input4(float *restrict V, float *restrict pad,
 	for (int64_t c0 = c_lo; c0 < c_hi; c0 += WINO_CV) {
 		int n = c_hi - c0 < WINO_CV ? (int)(c_hi - c0) : WINO_CV;
 		for (int64_t th = th0; th < th1; th++) {
-			wino_pad_chans(pad, x + c0 * HW, g, 4 * th - g->ph, p->L, n);
+			wino_pad_chans(pad, x + c0 * HW, g, 4 * th - g->ph, 6, p->L, n);
 			const float *restrict d0 = pad, *restrict d1 = pad + LV;
 			const float *restrict d2 = pad + 2 * LV, *restrict d3 = pad + 3 * LV;
 			const float *restrict d4 = pad + 4 * LV, *restrict d5 = pad + 5 * LV;
@@ -1501,18 +1474,17 @@ DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
 }
 
 /* M[xi] [OCg, tiles] = U[xi] [OCg, Cg] x V[xi] of group gi: V[xi] is
- * [Cg, T] for F(2x2), [T, Cg] (the product's right operand transposed)
- * for F(4x4), whose input transform writes channels contiguous. OpenBLAS
- * packs either into the same panels and sums in the same order (the same
- * bits, checked with cmp on densenet121 and resnet18 outputs). */
+ * [T, Cg] (the product's right operand transposed), as the input
+ * transforms write channels contiguous. OpenBLAS packs it into the same
+ * panels as [Cg, T] and sums in the same order (the same bits, checked
+ * with cmp on densenet121 and resnet18 outputs). */
 static void wino_gemm(float *M, const float *U, const float *V, const struct geom *g,
 		      const struct wino *p, int64_t gi, int64_t xi, int64_t tiles)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g);
-	int tr = p->m == 4;
-	dl_sgemm(0, tr, (int)OCg, (int)tiles, (int)Cg, 1.0f,
+	dl_sgemm(0, 1, (int)OCg, (int)tiles, (int)Cg, 1.0f,
 		 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
-		 V + xi * Cg * p->T, tr ? (int)Cg : (int)p->T, 0.0f,
+		 V + xi * Cg * p->T, (int)Cg, 0.0f,
 		 M + xi * OCg * p->T, (int)p->T);
 }
 
@@ -1552,7 +1524,8 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 					wino_input4(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p,
 						    th0, th1, lo, hi);
 				else
-					wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1,
+					wino_input2(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p,
+						    th0, th1,
 						    lo, hi);
 				r += th1 - th0;
 			}
@@ -1627,7 +1600,8 @@ static void wino_forward(float *y, const float *x, const float *w,
 				wino_input4(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p, th0, th1,
 					    0, Cg);
 			else
-				wino_input2(V + (r - r0) * p.TW, pad, xg, g, &p, th0, th1, 0, Cg);
+				wino_input2(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p, th0, th1,
+					    0, Cg);
 			r += th1 - th0;
 		}
 		for (int xi = 0; xi < p.nx; xi++)
