@@ -958,9 +958,9 @@ static int64_t wino_pad_floats(const struct wino *p)
 	return p->a * p->L * WINO_CV;
 }
 
-/* Per thread: V [nx, T, Cg], M [nx, OCg, T], pad
- * and rt (wino_pad_floats each), m output rows (out: [m, m TW]; F(4x4)
- * the whole block's, and A^T m: [40, T]). */
+/* Per thread: V [nx, T, Cg], M [nx, OCg, T], pad and rt
+ * (wino_pad_floats each), m output rows (out: [m, m TW]; F(4x4) the
+ * whole block's, and A^T m: [40, T]). */
 static int64_t wino_slot(const struct geom *g)
 {
 	struct wino p = wino_plan(g);
