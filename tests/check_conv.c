@@ -1206,6 +1206,57 @@ START_TEST(test_conv_wino4_accuracy)
 }
 END_TEST
 
+/* Winograd F(4x4)'s input transform works on WINO_CV = 16 channels at a
+ * time (src/ops/conv.c, wino_input4): channel counts that are not a
+ * multiple of 16 (a last chunk of 1 to 15), maps of a tile or a few
+ * (7x7, 8x8, 5x7, 16x16: F(4x4) by wino_m; 5x5 takes F(2x2)), and at 2
+ * threads batch 1 (one unit, its channels split between the threads, so
+ * chunks start off a multiple of 16); against the float64 sum. */
+START_TEST(test_conv_wino4_channels)
+{
+	struct { int64_t n, c, h, w, oc; } t[] = {
+		{1, 23, 16, 16, 18}, {4, 19, 7, 7, 21}, {5, 33, 8, 8, 17},
+		{4, 47, 5, 7, 16}, {4, 17, 5, 5, 16}, {2, 113, 16, 16, 24},
+		{1, 31, 16, 16, 16},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++) {
+			struct harness h;
+			struct dl_error err = {0};
+			char hps[96];
+			snprintf(hps, sizeof hps, "out_channels: %lld, kernel_size: 3, padding: 1",
+				 (long long)t[k].oc);
+			dl_set_threads(threads);
+			int64_t d[4] = {t[k].n, t[k].c, t[k].h, t[k].w};
+			struct dl_shape xs = dl_shape_make(4, d);
+			ck_assert_msg(h_setup(&h, "conv2d", hps, &xs, 0, &err) == 0, "%s", err.msg);
+			struct dl_rng r;
+			dl_rng_seed(&r, 700 + k);
+			for (int64_t i = 0; i < h.nx; i++)
+				h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+			struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+			for (int i = 0; i < h.n.n_params; i++)
+				for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
+					h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+			h_forward(&h);
+			struct ref rf = {t[k].n, t[k].c, t[k].h, t[k].w, t[k].oc, t[k].h, t[k].w,
+					 1, 3, 3, 1, 1, 1, 1, 1, 1, 0};
+			double *y = calloc((size_t)h.ny, sizeof(double));
+			ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+			for (int64_t i = 0; i < h.ny; i++)
+				y[i] += b->data[i / (t[k].h * t[k].w) % t[k].oc];
+			double e = rel_err_d(h.y, y, h.ny);
+			ck_assert_msg(e < 1e-5, "[%lld, %lld, %lld, %lld] -> %lld, %d threads: y off by %g",
+				      (long long)t[k].n, (long long)t[k].c, (long long)t[k].h,
+				      (long long)t[k].w, (long long)t[k].oc, threads, e);
+			free(y);
+			h_free(&h);
+		}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* A batch of zero samples: empty outputs, no gradients, no crash. */
 START_TEST(test_zero_batch)
 {
@@ -1364,6 +1415,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_depthwise_blocked);
 	tcase_add_test(tc, test_conv_wino4_accuracy);
+	tcase_add_test(tc, test_conv_wino4_channels);
 	tcase_add_test(tc, test_zero_batch);
 	tcase_add_test(tc, test_errors);
 	suite_add_tcase(s, tc);
