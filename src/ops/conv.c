@@ -795,38 +795,25 @@ dw_tr16(float *dst, int64_t ds, int nst, const float *src, const int *soff, int6
 	dw_vec v14 = dw_ld(src + (soff ? soff[14] : 14 * ss));
 	dw_vec v15 = dw_ld(src + (soff ? soff[15] : 15 * ss));
 	dw_vec t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15;
-	DW_ZIP(v0, v8, t0, t1);
-	DW_ZIP(v1, v9, t2, t3);
-	DW_ZIP(v2, v10, t4, t5);
-	DW_ZIP(v3, v11, t6, t7);
-	DW_ZIP(v4, v12, t8, t9);
-	DW_ZIP(v5, v13, t10, t11);
-	DW_ZIP(v6, v14, t12, t13);
-	DW_ZIP(v7, v15, t14, t15);
-	DW_ZIP(t0, t8, v0, v1);
-	DW_ZIP(t1, t9, v2, v3);
-	DW_ZIP(t2, t10, v4, v5);
-	DW_ZIP(t3, t11, v6, v7);
-	DW_ZIP(t4, t12, v8, v9);
-	DW_ZIP(t5, t13, v10, v11);
-	DW_ZIP(t6, t14, v12, v13);
-	DW_ZIP(t7, t15, v14, v15);
-	DW_ZIP(v0, v8, t0, t1);
-	DW_ZIP(v1, v9, t2, t3);
-	DW_ZIP(v2, v10, t4, t5);
-	DW_ZIP(v3, v11, t6, t7);
-	DW_ZIP(v4, v12, t8, t9);
-	DW_ZIP(v5, v13, t10, t11);
-	DW_ZIP(v6, v14, t12, t13);
-	DW_ZIP(v7, v15, t14, t15);
-	DW_ZIP(t0, t8, v0, v1);
-	DW_ZIP(t1, t9, v2, v3);
-	DW_ZIP(t2, t10, v4, v5);
-	DW_ZIP(t3, t11, v6, v7);
-	DW_ZIP(t4, t12, v8, v9);
-	DW_ZIP(t5, t13, v10, v11);
-	DW_ZIP(t6, t14, v12, v13);
-	DW_ZIP(t7, t15, v14, v15);
+	/* rounds 1 and 3 zip v into t, 2 and 4 t back into v */
+	for (int round = 0; round < 2; round++) {
+		DW_ZIP(v0, v8, t0, t1);
+		DW_ZIP(v1, v9, t2, t3);
+		DW_ZIP(v2, v10, t4, t5);
+		DW_ZIP(v3, v11, t6, t7);
+		DW_ZIP(v4, v12, t8, t9);
+		DW_ZIP(v5, v13, t10, t11);
+		DW_ZIP(v6, v14, t12, t13);
+		DW_ZIP(v7, v15, t14, t15);
+		DW_ZIP(t0, t8, v0, v1);
+		DW_ZIP(t1, t9, v2, v3);
+		DW_ZIP(t2, t10, v4, v5);
+		DW_ZIP(t3, t11, v6, v7);
+		DW_ZIP(t4, t12, v8, v9);
+		DW_ZIP(t5, t13, v10, v11);
+		DW_ZIP(t6, t14, v12, v13);
+		DW_ZIP(t7, t15, v14, v15);
+	}
 	if (0 < nst)
 		dw_st(dst + 0 * ds, v0);
 	if (1 < nst)
