@@ -1166,6 +1166,86 @@ START_TEST(test_depthwise_blocked)
 }
 END_TEST
 
+/* Pointwise layers on small planes at batch > 1 run one GEMM per group
+ * of images (src/ops/conv.c pw_forward_batched: gather [C, n HW], GEMM,
+ * scatter with bias and epilogue): odd channel counts, planes 1x1 to
+ * 4x4, batch 1, 3 and 33 (groups that do not divide the batch, a part
+ * per thread), 1 and 2 threads; against the float64 reference, plain
+ * and with a fused bias, batch norm, relu6, residual and relu. */
+START_TEST(test_pointwise_batched)
+{
+	int64_t planes[][2] = {{1, 1}, {2, 2}, {3, 5}, {4, 4}}, batches[] = {1, 3, 33};
+	int keep = dl_threads();
+	for (int pi = 0; pi < 4; pi++)
+		for (int bi = 0; bi < 3; bi++)
+			for (int threads = 1; threads <= 2; threads++) {
+				struct harness h;
+				struct dl_error err = {0};
+				dl_set_threads(threads);
+				int64_t d[4] = {batches[bi], 19, planes[pi][0], planes[pi][1]};
+				struct dl_shape xs = dl_shape_make(4, d);
+				ck_assert_msg(h_setup(&h, "conv2d", "out_channels: 37, kernel_size: 1",
+						      &xs, 1, &err) == 0, "%s", err.msg);
+				struct dl_rng r;
+				dl_rng_seed(&r, 31 + pi * 7 + bi);
+				for (int64_t i = 0; i < h.nx; i++)
+					h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+				for (int i = 0; i < h.n.n_params; i++)
+					for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
+						h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+				struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+				int64_t plane = d[2] * d[3];
+				struct ref rf = {d[0], 19, d[2], d[3], 37, d[2], d[3], 1, 1, 1,
+						 1, 1, 0, 0, 1, 1, 0};
+				double *y = calloc((size_t)h.ny, sizeof(double));
+				double *yb = calloc((size_t)h.ny, sizeof(double));
+				ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+				h_forward(&h);
+				for (int64_t i = 0; i < h.ny; i++)
+					yb[i] = y[i] + b->data[i / plane % 37];
+				ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+					      "%lldx%lld, batch %lld, %d threads: y off by %g",
+					      (long long)d[2], (long long)d[3], (long long)d[0], threads,
+					      rel_err_d(h.y, yb, h.ny));
+
+				/* fused: bias, batch norm, relu6, residual, relu */
+				float *sc = malloc(2 * 37 * sizeof(float));
+				float *res = malloc((size_t)h.ny * sizeof(float));
+				for (int64_t c = 0; c < 37; c++) {
+					sc[c] = 0.5f + (float)dl_rng_uniform(&r);
+					sc[37 + c] = (float)dl_rng_uniform(&r) - 0.5f;
+				}
+				for (int64_t i = 0; i < h.ny; i++)
+					res[i] = 2.0f * (float)dl_rng_uniform(&r) - 1.0f;
+				struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6,
+							.act2 = DL_ACT_RELU, .res = 0, .ready = 1,
+							.bias = b->data, .scale = sc, .shift = sc + 37,
+							.resp = res};
+				h.n.epi = &e;
+				h.ctx.train = 0;
+				h_forward(&h);
+				for (int64_t i = 0; i < h.ny; i++) {
+					int64_t c = i / plane % 37;
+					double v = (y[i] + b->data[c]) * sc[c] + sc[37 + c];
+					v = v < 0.0 ? 0.0 : v > 6.0 ? 6.0 : v;
+					v += res[i];
+					yb[i] = v < 0.0 ? 0.0 : v;
+				}
+				ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+					      "%lldx%lld, batch %lld, %d threads: fused off by %g",
+					      (long long)d[2], (long long)d[3], (long long)d[0], threads,
+					      rel_err_d(h.y, yb, h.ny));
+				h.n.epi = NULL;
+				free(sc);
+				free(res);
+				free(y);
+				free(yb);
+				h_free(&h);
+			}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* Winograd F(4x4, 3x3) at the most input channels its rule admits
  * (WINO4_MAX_C, src/ops/conv.c: 128) on resnet-like data (inputs after
  * batch norm and relu, Kaiming-normal weights), against the float64 sum:
@@ -1414,6 +1494,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_sgemm_split_regions);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_depthwise_blocked);
+	tcase_add_test(tc, test_pointwise_batched);
 	tcase_add_test(tc, test_conv_wino4_accuracy);
 	tcase_add_test(tc, test_conv_wino4_channels);
 	tcase_add_test(tc, test_zero_batch);

@@ -1354,6 +1354,26 @@ static int64_t shared_floats(const struct geom *g)
 	return wino_plan(g).nx * g->OC * cin_g(g);
 }
 
+/* Pointwise layers on planes below PW_SMALL cells (densenet121's dense
+ * blocks 3 and 4 at 64x64 input: 4x4 and 2x2, up to 1024 channels) run
+ * one GEMM per group of images at batch > 1 instead of one per image: a
+ * GEMM of 4 or 16 columns packs the whole weight matrix for a sliver of
+ * work. The group's inputs are gathered into [C, n HW] columns and its
+ * output [OC, n HW] scattered back; PW_COLS columns per GEMM at most. */
+#define PW_SMALL 64
+#define PW_COLS 256
+
+/* Images per GEMM of the batched pointwise forward; 0: per image. */
+static int64_t pw_group(const struct geom *g)
+{
+	int64_t P = g->H * g->W;
+	if (!pointwise(g) || g->transposed || g->G != 1 || P >= PW_SMALL || P < 1 ||
+	    g->N < 2)
+		return 0;
+	int64_t n = PW_COLS / P;
+	return n < g->N ? n : g->N;
+}
+
 /* Scratch floats per thread: a tile of im2col columns (or a Winograd
  * block), then a private weight gradient for backward, summed over the
  * threads at the end. */
@@ -1362,8 +1382,11 @@ static int64_t slot_floats(const struct geom *g)
 	int64_t wsize = g->OC * cin_g(g) * g->kh * g->kw;   /* = C OCg kh kw */
 	if (depthwise(g))
 		return dw_slot(g);
-	if (pointwise(g))
-		return wsize;
+	if (pointwise(g)) {
+		/* pw_forward_batched: the gathered columns and the product */
+		int64_t cols = pw_group(g) * g->H * g->W * (g->C + g->OC);
+		return cols > wsize ? cols : wsize;
+	}
 	int64_t bwd = col_rows(g) * tile_of(g) * grid_width(g) + wsize;
 	/* forward uses the columns alone, or a Winograd block */
 	return winograd(g) && wino_slot(g) > bwd ? wino_slot(g) : bwd;
@@ -2125,6 +2148,50 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 	blas_serial_end(saved);
 }
 
+/* conv_forward of a pointwise layer on small planes (pw_group): the
+ * batch cut into nt parts (by the count asked for, so the groups and the
+ * bits do not depend on how many threads run), each part in groups of
+ * pw_group images: gather [C, n P], one GEMM into [OC, n P], scatter to
+ * [n, OC, P] with the bias and the epilogue per row. */
+static void pw_forward_batched(float *y, const float *x, const float *w,
+			       const float *b, float *ws, const struct geom *g, int nt,
+			       const struct dl_epilogue *e, const float *res)
+{
+	int64_t P = g->H * g->W, C = g->C, OC = g->OC, nb = pw_group(g);
+	int64_t slot = slot_floats(g);
+	int parts = nt;
+	int saved = blas_serial_begin(nt);
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
+	for (int s = 0; s < parts; s++) {
+		float *col = ws + thread_id() * slot;
+		int64_t step = (g->N + parts - 1) / parts;
+		int64_t lo = s * step < g->N ? s * step : g->N;
+		int64_t hi = lo + step < g->N ? lo + step : g->N;
+		for (int64_t n0 = lo; n0 < hi; n0 += nb) {
+			int64_t k = hi - n0 < nb ? hi - n0 : nb, m = k * P;
+			float *out = col + C * m;
+			for (int64_t i = 0; i < k; i++) {
+				const float *xi = x + (n0 + i) * C * P;
+				for (int64_t c = 0; c < C; c++)
+					memcpy(col + c * m + i * P, xi + c * P, (size_t)P * sizeof(float));
+			}
+			dl_sgemm(0, 0, (int)OC, (int)m, (int)C, 1.0f, w, (int)C, col, (int)m,
+				 0.0f, out, (int)m);
+			for (int64_t i = 0; i < k; i++) {
+				float *yi = y + (n0 + i) * OC * P;
+				for (int64_t o = 0; o < OC; o++)
+					memcpy(yi + o * P, out + o * m + i * P, (size_t)P * sizeof(float));
+				if (b)
+					add_bias_rows(yi, b, OC, P, P);
+				for (int64_t o = 0; e && o < OC; o++)
+					dl_epilogue_row(e, yi + o * P, res ? res + (yi - y) + o * P : NULL,
+							o, P);
+			}
+		}
+	}
+	blas_serial_end(saved);
+}
+
 /* y [N, OC, OH, OW] = conv(x [N, C, H, W], w [OC, C/G, kh, kw]) + b.
  * Units: image x group x tile of output rows. ws: nt slots. */
 static void conv_forward(float *y, const float *x, const float *w,
@@ -2145,6 +2212,10 @@ static void conv_forward(float *y, const float *x, const float *w,
 		rows = g->OH;
 	int64_t tiles = (g->OH + rows - 1) / rows, units = g->N * g->G * tiles;
 	struct win wn = conv_win(g);
+	if (pw_group(g) && !shared_units(units, nt)) {
+		pw_forward_batched(y, x, w, b, ws, g, nt < g->N ? nt : (int)g->N, e, res);
+		return;
+	}
 	if (shared_units(units, nt)) {
 		conv_forward_shared(y, x, w, b, ws, g, nt, e, res, &wn, rows, tiles, units);
 		return;
