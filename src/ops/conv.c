@@ -1359,7 +1359,9 @@ static int64_t shared_floats(const struct geom *g)
  * one GEMM per group of images at batch > 1 instead of one per image: a
  * GEMM of 4 or 16 columns packs the whole weight matrix for a sliver of
  * work. The group's inputs are gathered into [C, n HW] columns and its
- * output [OC, n HW] scattered back; PW_COLS columns per GEMM at most. */
+ * output [OC, n HW] scattered back; PW_COLS columns per GEMM at most,
+ * and as many as the slot backward plans for the private weight gradient
+ * ([OC, C]) holds, so the workspace stays as planned before. */
 #define PW_SMALL 64
 #define PW_COLS 256
 
@@ -1370,8 +1372,10 @@ static int64_t pw_group(const struct geom *g)
 	if (!pointwise(g) || g->transposed || g->G != 1 || P >= PW_SMALL || P < 1 ||
 	    g->N < 2)
 		return 0;
-	int64_t n = PW_COLS / P;
-	return n < g->N ? n : g->N;
+	int64_t n = PW_COLS / P, fit = g->OC * g->C / ((g->C + g->OC) * P);
+	n = n < g->N ? n : g->N;
+	n = n < fit ? n : fit;   /* within the slot backward plans anyway */
+	return n >= 2 ? n : 0;
 }
 
 /* Scratch floats per thread: a tile of im2col columns (or a Winograd
@@ -1382,11 +1386,8 @@ static int64_t slot_floats(const struct geom *g)
 	int64_t wsize = g->OC * cin_g(g) * g->kh * g->kw;   /* = C OCg kh kw */
 	if (depthwise(g))
 		return dw_slot(g);
-	if (pointwise(g)) {
-		/* pw_forward_batched: the gathered columns and the product */
-		int64_t cols = pw_group(g) * g->H * g->W * (g->C + g->OC);
-		return cols > wsize ? cols : wsize;
-	}
+	if (pointwise(g))   /* also pw_forward_batched's columns and product */
+		return wsize;
 	int64_t bwd = col_rows(g) * tile_of(g) * grid_width(g) + wsize;
 	/* forward uses the columns alone, or a Winograd block */
 	return winograd(g) && wino_slot(g) > bwd ? wino_slot(g) : bwd;
