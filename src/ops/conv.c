@@ -1890,6 +1890,52 @@ static void wino_gemm(float *M, const float *U, const float *V, const struct geo
 		 M + xi * OCg * p->T, (int)p->T);
 }
 
+/* The input transforms of group gi's tile rows [r0, r1) of the batch
+ * (pieces of one or more images), input channels [lo, hi), into V; pad
+ * and rt the calling thread's scratch. */
+static void wino_unit_input(float *V, float *pad, float *rt, const float *x,
+			    const struct geom *g, const struct wino *p, int64_t gi,
+			    int64_t r0, int64_t r1, int64_t lo, int64_t hi)
+{
+	int64_t Cg = cin_g(g);
+	for (int64_t r = r0; r < r1 && lo < hi;) {
+		int64_t nn = r / p->TH, th0 = r % p->TH;
+		int64_t th1 = th0 + (r1 - r) < p->TH ? th0 + (r1 - r) : p->TH;
+		const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
+		if (p->m == 4)
+			wino_input4(V + (r - r0) * p->TW * Cg, pad, rt, xg, g, p, th0, th1,
+				    lo, hi);
+		else
+			wino_input2(V + (r - r0) * p->TW * Cg, pad, rt, xg, g, p, th0, th1,
+				    lo, hi);
+		r += th1 - th0;
+	}
+}
+
+/* The output transforms of the same tile rows from M, output channels
+ * [lo, hi) of group gi, with the bias and the epilogue; out the calling
+ * thread's scratch. */
+static void wino_unit_output(float *y, float *out, const float *M, const float *b,
+			     const struct geom *g, const struct wino *p, int64_t gi,
+			     int64_t r0, int64_t r1, const struct dl_epilogue *e,
+			     const float *res, int64_t lo, int64_t hi)
+{
+	int64_t OCg = cout_g(g);
+	const float *bg = b ? b + gi * OCg : NULL;
+	if (p->m == 4) {
+		wino_output4(y, out, M, bg, g, p, r0, r1, gi, e, res, lo, hi);
+		return;
+	}
+	for (int64_t r = r0; r < r1 && lo < hi;) {
+		int64_t nn = r / p->TH, th0 = r % p->TH;
+		int64_t th1 = th0 + (r1 - r) < p->TH ? th0 + (r1 - r) : p->TH;
+		int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
+		wino_output2(y + yoff, out, M + (r - r0) * p->TW, bg, g, p, th0, th1, e,
+			     res ? res + yoff : NULL, gi * OCg, lo, hi);
+		r += th1 - th0;
+	}
+}
+
 /* wino_forward with the threads sharing each unit (shared_units), in
  * three parts split by what each reads: the input transform by input
  * channel, then the nx GEMMs by their index xi (each runs whole, so the
@@ -1918,38 +1964,14 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 			int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
 			int64_t tiles = (r1 - r0) * p.TW;
 			part_of(Cg, team, me, &lo, &hi);
-			for (int64_t r = r0; r < r1 && lo < hi;) {
-				int64_t nn = r / p.TH, th0 = r % p.TH;
-				int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-				const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
-				if (p.m == 4)
-					wino_input4(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p,
-						    th0, th1, lo, hi);
-				else
-					wino_input2(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p,
-						    th0, th1,
-						    lo, hi);
-				r += th1 - th0;
-			}
+			wino_unit_input(V, pad, rt, x, g, &p, gi, r0, r1, lo, hi);
 			#pragma omp barrier
 			part_of(p.nx, team, me, &lo, &hi);
 			for (int64_t xi = lo; xi < hi; xi++)
 				wino_gemm(M, U, V, g, &p, gi, xi, tiles);
 			#pragma omp barrier
 			part_of(OCg, team, me, &lo, &hi);
-			if (p.m == 4)
-				wino_output4(y, out, M, b ? b + gi * OCg : NULL, g, &p, r0, r1, gi,
-					     e, res, lo, hi);
-			for (int64_t r = r0; r < r1 && lo < hi && p.m == 2;) {
-				int64_t nn = r / p.TH, th0 = r % p.TH;
-				int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-				int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
-				const float *bg = b ? b + gi * OCg : NULL;
-				const float *rg = res ? res + yoff : NULL;
-				wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-					     th0, th1, e, rg, gi * OCg, lo, hi);
-				r += th1 - th0;
-			}
+			wino_unit_output(y, out, M, b, g, &p, gi, r0, r1, e, res, lo, hi);
 			/* the next unit's transforms overwrite V and M */
 			if (u + 1 < units) {
 				#pragma omp barrier
@@ -1994,32 +2016,10 @@ static void wino_forward(float *y, const float *x, const float *w,
 		float *V = ws + thread_id() * slot, *M = V + p.nx * Cg * p.T;
 		float *pad = M + p.nx * OCg * p.T, *rt = pad + wino_pad_floats(&p);
 		float *out = rt + wino_pad_floats(&p);
-		for (int64_t r = r0; r < r1;) {
-			int64_t nn = r / p.TH, th0 = r % p.TH;
-			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-			const float *xg = x + (nn * g->C + gi * Cg) * g->H * g->W;
-			if (p.m == 4)
-				wino_input4(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p, th0, th1,
-					    0, Cg);
-			else
-				wino_input2(V + (r - r0) * p.TW * Cg, pad, rt, xg, g, &p, th0, th1,
-					    0, Cg);
-			r += th1 - th0;
-		}
+		wino_unit_input(V, pad, rt, x, g, &p, gi, r0, r1, 0, Cg);
 		for (int xi = 0; xi < p.nx; xi++)
 			wino_gemm(M, U, V, g, &p, gi, xi, tiles);
-		if (p.m == 4)
-			wino_output4(y, out, M, b ? b + gi * OCg : NULL, g, &p, r0, r1, gi, e,
-				     res, 0, OCg);
-		for (int64_t r = r0; r < r1 && p.m == 2;) {
-			int64_t nn = r / p.TH, th0 = r % p.TH;
-			int64_t th1 = th0 + (r1 - r) < p.TH ? th0 + (r1 - r) : p.TH;
-			int64_t yoff = (nn * g->OC + gi * OCg) * g->OH * g->OW;
-			const float *bg = b ? b + gi * OCg : NULL, *rg = res ? res + yoff : NULL;
-			wino_output2(y + yoff, out, M + (r - r0) * p.TW, bg, g, &p,
-				     th0, th1, e, rg, gi * OCg, 0, OCg);
-			r += th1 - th0;
-		}
+		wino_unit_output(y, out, M, b, g, &p, gi, r0, r1, e, res, 0, OCg);
 	}
 	blas_serial_end(saved);
 }
