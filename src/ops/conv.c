@@ -611,6 +611,69 @@ static int dw_padded_fwd(const struct geom *g)
 	return dw_padded(g) && g->OW < 32 && dw_q(g) <= DW_PAD_FWD_FLOATS;
 }
 
+/* t[j, c] = row c's element j for 8 rows of 8 floats: rows[c] the source
+ * rows, t's rows at stride st, of which the first nst are stored. The
+ * unpack, shuffle and lane-permute transpose in GCC's generic vector
+ * shuffles on 8 floats (one instruction each for AVX2 and AVX-512;
+ * shuffles of 16 floats, which AVX-512 has, are lowered one float at a
+ * time for AVX2: 700 scalar moves per 16 x 16 block, 5x the depthwise
+ * forward's time on an AMD EPYC), written out so that the vectors stay
+ * in registers; the callers are inlined, so nst and the row addresses
+ * fold. __builtin_shuffle is GCC's (clang spells it differently). */
+#if defined(__GNUC__) && !defined(__clang__)
+typedef float tr_v8 __attribute__((vector_size(32)));
+typedef int tr_i8 __attribute__((vector_size(32)));
+
+static inline __attribute__((always_inline)) void
+tr8(float *restrict t, int64_t st, int nst, const float *const *rows)
+{
+	const tr_i8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+	const tr_i8 l2 = {0, 1, 8, 9, 4, 5, 12, 13}, h2 = {2, 3, 10, 11, 6, 7, 14, 15};
+	const tr_i8 l4 = {0, 1, 2, 3, 8, 9, 10, 11}, h4 = {4, 5, 6, 7, 12, 13, 14, 15};
+	tr_v8 r0, r1, r2, r3, r4, r5, r6, r7;
+	memcpy(&r0, rows[0], sizeof r0);
+	memcpy(&r1, rows[1], sizeof r1);
+	memcpy(&r2, rows[2], sizeof r2);
+	memcpy(&r3, rows[3], sizeof r3);
+	memcpy(&r4, rows[4], sizeof r4);
+	memcpy(&r5, rows[5], sizeof r5);
+	memcpy(&r6, rows[6], sizeof r6);
+	memcpy(&r7, rows[7], sizeof r7);
+	/* pairs of rows interleaved, then quads, then halves swapped */
+	tr_v8 u0 = __builtin_shuffle(r0, r1, lo), u1 = __builtin_shuffle(r0, r1, hi);
+	tr_v8 u2 = __builtin_shuffle(r2, r3, lo), u3 = __builtin_shuffle(r2, r3, hi);
+	tr_v8 u4 = __builtin_shuffle(r4, r5, lo), u5 = __builtin_shuffle(r4, r5, hi);
+	tr_v8 u6 = __builtin_shuffle(r6, r7, lo), u7 = __builtin_shuffle(r6, r7, hi);
+	tr_v8 s0 = __builtin_shuffle(u0, u2, l2), s1 = __builtin_shuffle(u0, u2, h2);
+	tr_v8 s2 = __builtin_shuffle(u1, u3, l2), s3 = __builtin_shuffle(u1, u3, h2);
+	tr_v8 s4 = __builtin_shuffle(u4, u6, l2), s5 = __builtin_shuffle(u4, u6, h2);
+	tr_v8 s6 = __builtin_shuffle(u5, u7, l2), s7 = __builtin_shuffle(u5, u7, h2);
+	tr_v8 o[8];
+	o[0] = __builtin_shuffle(s0, s4, l4), o[4] = __builtin_shuffle(s0, s4, h4);
+	o[1] = __builtin_shuffle(s1, s5, l4), o[5] = __builtin_shuffle(s1, s5, h4);
+	o[2] = __builtin_shuffle(s2, s6, l4), o[6] = __builtin_shuffle(s2, s6, h4);
+	o[3] = __builtin_shuffle(s3, s7, l4), o[7] = __builtin_shuffle(s3, s7, h4);
+	for (int j = 0; j < 8 && j < nst; j++)
+		memcpy(t + j * st, &o[j], sizeof o[j]);
+}
+
+/* t[j, c] = a[c, j] for 8 x 8 floats, a's rows at stride sa, t's at st */
+static inline __attribute__((always_inline)) void
+wino_t8(float *restrict t, int64_t st, const float *restrict a, int64_t sa)
+{
+	const float *rows[8] = {a, a + sa, a + 2 * sa, a + 3 * sa,
+				a + 4 * sa, a + 5 * sa, a + 6 * sa, a + 7 * sa};
+	tr8(t, st, 8, rows);
+}
+#else
+static inline void wino_t8(float *restrict t, int64_t st, const float *restrict a, int64_t sa)
+{
+	for (int j = 0; j < 8; j++)
+		for (int c = 0; c < 8; c++)
+			t[j * st + c] = a[c * sa + j];
+}
+#endif
+
 /* Channel-blocked depthwise forward: DW_CB_LANES output channels of one
  * image at a time, with the channels in the vector lanes. The block's
  * input planes are transposed to xT [H, W, lanes] and its weights to
@@ -627,12 +690,18 @@ static int dw_padded_fwd(const struct geom *g)
 #if defined(__GNUC__) && !defined(__clang__)
 #define DW_CB 1
 #define DW_CB_LANES DL_EPI_LANES
-typedef float dw_vec __attribute__((vector_size(DW_CB_LANES * sizeof(float))));
+/* The lanes are handled as two vectors of 8 floats (DW_H apart): GCC
+ * lowers generic vectors of 16 floats well for AVX-512 only, and for
+ * AVX2 spills them to the stack and moves them through general
+ * registers, 8 bytes at a time (10x the depthwise forward's time on an
+ * AMD EPYC) */
+#define DW_H 8
+typedef float dw_vec __attribute__((vector_size(DW_H * sizeof(float))));
 
-/* unaligned loads and stores of a vector of lanes (in expressions: an
- * inline function returning a vector would change the ABI of the
- * baseline clone) */
-typedef float dw_vecu __attribute__((vector_size(DW_CB_LANES * sizeof(float)),
+/* unaligned loads and stores of a vector of half the lanes (in
+ * expressions: an inline function returning a vector would change the
+ * ABI of the baseline clone) */
+typedef float dw_vecu __attribute__((vector_size(DW_H * sizeof(float)),
 				     aligned(4), may_alias));
 #define dw_ld(p) (*(const dw_vecu *)(p))
 #define dw_st(p, v) (*(dw_vecu *)(p) = (v))
@@ -679,13 +748,14 @@ static int64_t dw_cb_floats(const struct geom *g)
  * taps. */
 static inline __attribute__((always_inline)) void
 dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict wT,
-	    dw_vec b, const struct geom *g, int64_t oh0, int64_t oh1, int64_t r0,
+	    const float *bl, const struct geom *g, int64_t oh0, int64_t oh1, int64_t r0,
 	    const int KH, const int KW)
 {
 	const int64_t kh = KH ? KH : g->kh, kw = KW ? KW : g->kw;
 	const int64_t H = g->H, W = g->W, OW = g->OW, sh = g->sh, sw = g->sw;
 	const int64_t dh = g->dh, dwl = g->dw, ph = g->ph, pw = g->pw;
 	const int64_t L = DW_CB_LANES;
+	const dw_vec b = dw_ld(bl), c = dw_ld(bl + DW_H);
 	/* interior columns [lo, hi): ow sw - pw >= 0 and
 	 * ow sw - pw + (kw - 1) dw <= W - 1 */
 	int64_t lo, hi;
@@ -699,30 +769,45 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 		int64_t ow = 0;
 		if (inrow) {
 			for (ow = lo; ow + 4 <= hi; ow += 4) {
+				/* a: lanes 0-7, e: lanes 8-15 of four cells */
 				dw_vec a0 = b, a1 = b, a2 = b, a3 = b;
+				dw_vec e0 = c, e1 = c, e2 = c, e3 = c;
 				const float *xc = xT + ((ih0 - r0) * W + ow * sw - pw) * L;
 				for (int64_t i = 0; i < kh; i++)
 					for (int64_t j = 0; j < kw; j++) {
-						dw_vec wv = dw_ld(wT + (i * kw + j) * L);
+						const float *wp = wT + (i * kw + j) * L;
+						dw_vec wv = dw_ld(wp), wu = dw_ld(wp + DW_H);
 						const float *xs = xc + (i * dh * W + j * dwl) * L;
 						a0 += wv * dw_ld(xs);
+						e0 += wu * dw_ld(xs + DW_H);
 						a1 += wv * dw_ld(xs + sw * L);
+						e1 += wu * dw_ld(xs + sw * L + DW_H);
 						a2 += wv * dw_ld(xs + 2 * sw * L);
+						e2 += wu * dw_ld(xs + 2 * sw * L + DW_H);
 						a3 += wv * dw_ld(xs + 3 * sw * L);
+						e3 += wu * dw_ld(xs + 3 * sw * L + DW_H);
 					}
 				dw_st(yr + ow * L, a0);
+				dw_st(yr + ow * L + DW_H, e0);
 				dw_st(yr + (ow + 1) * L, a1);
+				dw_st(yr + (ow + 1) * L + DW_H, e1);
 				dw_st(yr + (ow + 2) * L, a2);
+				dw_st(yr + (ow + 2) * L + DW_H, e2);
 				dw_st(yr + (ow + 3) * L, a3);
+				dw_st(yr + (ow + 3) * L + DW_H, e3);
 			}
 			for (; ow < hi; ow++) {
-				dw_vec a0 = b;
+				dw_vec a0 = b, e0 = c;
 				const float *xc = xT + ((ih0 - r0) * W + ow * sw - pw) * L;
 				for (int64_t i = 0; i < kh; i++)
-					for (int64_t j = 0; j < kw; j++)
-						a0 += dw_ld(wT + (i * kw + j) * L) *
-						      dw_ld(xc + (i * dh * W + j * dwl) * L);
+					for (int64_t j = 0; j < kw; j++) {
+						const float *wp = wT + (i * kw + j) * L;
+						const float *xs = xc + (i * dh * W + j * dwl) * L;
+						a0 += dw_ld(wp) * dw_ld(xs);
+						e0 += dw_ld(wp + DW_H) * dw_ld(xs + DW_H);
+					}
 				dw_st(yr + ow * L, a0);
+				dw_st(yr + ow * L + DW_H, e0);
 			}
 		}
 		/* the border cells: all of the row's, or those outside
@@ -737,14 +822,18 @@ dw_cb_cells(float *restrict yT, const float *restrict xT, const float *restrict 
 				break;
 			int64_t iw0 = ow * sw - pw, j0, j1;
 			dl_col_range(kw, W, dwl, iw0, &j0, &j1);
-			dw_vec a0 = b;
+			dw_vec a0 = b, e0 = c;
 			for (int64_t i = i0; i < i1; i++) {
 				int64_t xr = (ih0 + i * dh - r0) * W + iw0;
 				const float *wr = wT + i * kw * L;
-				for (int64_t j = j0; j < j1; j++)
-					a0 += dw_ld(wr + j * L) * dw_ld(xT + (xr + j * dwl) * L);
+				for (int64_t j = j0; j < j1; j++) {
+					const float *xs = xT + (xr + j * dwl) * L;
+					a0 += dw_ld(wr + j * L) * dw_ld(xs);
+					e0 += dw_ld(wr + j * L + DW_H) * dw_ld(xs + DW_H);
+				}
 			}
 			dw_st(yr + ow * L, a0);
+			dw_st(yr + ow * L + DW_H, e0);
 		}
 	}
 }
@@ -753,99 +842,27 @@ DL_CLONES static void dw_cb_cells_any(float *yT, const float *xT, const float *w
 				      const float *bl, const struct geom *g,
 				      int64_t oh0, int64_t oh1, int64_t r0)
 {
-	dw_vec b = dw_ld(bl);
 	if (g->kh == 3 && g->kw == 3)
-		dw_cb_cells(yT, xT, wT, b, g, oh0, oh1, r0, 3, 3);
+		dw_cb_cells(yT, xT, wT, bl, g, oh0, oh1, r0, 3, 3);
 	else if (g->kh == 5 && g->kw == 5)
-		dw_cb_cells(yT, xT, wT, b, g, oh0, oh1, r0, 5, 5);
+		dw_cb_cells(yT, xT, wT, bl, g, oh0, oh1, r0, 5, 5);
 	else
-		dw_cb_cells(yT, xT, wT, b, g, oh0, oh1, r0, 0, 0);
+		dw_cb_cells(yT, xT, wT, bl, g, oh0, oh1, r0, 0, 0);
 }
 
-typedef int dw_ivec __attribute__((vector_size(DW_CB_LANES * sizeof(int))));
-
 /* The 16 x 16 transpose: rows r < 16 read from src + soff[r] (soff NULL:
- * src + r ss), rows r < nst of the transpose written to dst + r ds. Four
- * rounds of the perfect shuffle: zipping row j with row j + 8 into rows
- * 2j and 2j + 1 moves element (r, c) to the place whose 8 address bits
- * are r's and c's rotated left by one, and four rotations swap r and c.
- * Named variables, not arrays, keep the 16 rows in registers. */
-#define DW_ZIP(a, b, o0, o1) \
-	(o0 = __builtin_shuffle(a, b, lo), o1 = __builtin_shuffle(a, b, hi))
-
+ * src + r ss), rows r < nst of the transpose written to dst + r ds; as
+ * four 8 x 8 blocks (tr8). */
 static inline __attribute__((always_inline)) void
 dw_tr16(float *dst, int64_t ds, int nst, const float *src, const int *soff, int64_t ss)
 {
-	const dw_ivec lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-	const dw_ivec hi = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-	dw_vec v0 = dw_ld(src + (soff ? soff[0] : 0 * ss));
-	dw_vec v1 = dw_ld(src + (soff ? soff[1] : 1 * ss));
-	dw_vec v2 = dw_ld(src + (soff ? soff[2] : 2 * ss));
-	dw_vec v3 = dw_ld(src + (soff ? soff[3] : 3 * ss));
-	dw_vec v4 = dw_ld(src + (soff ? soff[4] : 4 * ss));
-	dw_vec v5 = dw_ld(src + (soff ? soff[5] : 5 * ss));
-	dw_vec v6 = dw_ld(src + (soff ? soff[6] : 6 * ss));
-	dw_vec v7 = dw_ld(src + (soff ? soff[7] : 7 * ss));
-	dw_vec v8 = dw_ld(src + (soff ? soff[8] : 8 * ss));
-	dw_vec v9 = dw_ld(src + (soff ? soff[9] : 9 * ss));
-	dw_vec v10 = dw_ld(src + (soff ? soff[10] : 10 * ss));
-	dw_vec v11 = dw_ld(src + (soff ? soff[11] : 11 * ss));
-	dw_vec v12 = dw_ld(src + (soff ? soff[12] : 12 * ss));
-	dw_vec v13 = dw_ld(src + (soff ? soff[13] : 13 * ss));
-	dw_vec v14 = dw_ld(src + (soff ? soff[14] : 14 * ss));
-	dw_vec v15 = dw_ld(src + (soff ? soff[15] : 15 * ss));
-	dw_vec t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15;
-	/* rounds 1 and 3 zip v into t, 2 and 4 t back into v */
-	for (int round = 0; round < 2; round++) {
-		DW_ZIP(v0, v8, t0, t1);
-		DW_ZIP(v1, v9, t2, t3);
-		DW_ZIP(v2, v10, t4, t5);
-		DW_ZIP(v3, v11, t6, t7);
-		DW_ZIP(v4, v12, t8, t9);
-		DW_ZIP(v5, v13, t10, t11);
-		DW_ZIP(v6, v14, t12, t13);
-		DW_ZIP(v7, v15, t14, t15);
-		DW_ZIP(t0, t8, v0, v1);
-		DW_ZIP(t1, t9, v2, v3);
-		DW_ZIP(t2, t10, v4, v5);
-		DW_ZIP(t3, t11, v6, v7);
-		DW_ZIP(t4, t12, v8, v9);
-		DW_ZIP(t5, t13, v10, v11);
-		DW_ZIP(t6, t14, v12, v13);
-		DW_ZIP(t7, t15, v14, v15);
-	}
-	if (0 < nst)
-		dw_st(dst + 0 * ds, v0);
-	if (1 < nst)
-		dw_st(dst + 1 * ds, v1);
-	if (2 < nst)
-		dw_st(dst + 2 * ds, v2);
-	if (3 < nst)
-		dw_st(dst + 3 * ds, v3);
-	if (4 < nst)
-		dw_st(dst + 4 * ds, v4);
-	if (5 < nst)
-		dw_st(dst + 5 * ds, v5);
-	if (6 < nst)
-		dw_st(dst + 6 * ds, v6);
-	if (7 < nst)
-		dw_st(dst + 7 * ds, v7);
-	if (8 < nst)
-		dw_st(dst + 8 * ds, v8);
-	if (9 < nst)
-		dw_st(dst + 9 * ds, v9);
-	if (10 < nst)
-		dw_st(dst + 10 * ds, v10);
-	if (11 < nst)
-		dw_st(dst + 11 * ds, v11);
-	if (12 < nst)
-		dw_st(dst + 12 * ds, v12);
-	if (13 < nst)
-		dw_st(dst + 13 * ds, v13);
-	if (14 < nst)
-		dw_st(dst + 14 * ds, v14);
-	if (15 < nst)
-		dw_st(dst + 15 * ds, v15);
+	for (int rb = 0; rb < 16; rb += 8)
+		for (int cb = 0; cb < 16 && cb < nst; cb += 8) {
+			const float *rows[8];
+			for (int r = 0; r < 8; r++)
+				rows[r] = src + (soff ? soff[rb + r] : (rb + r) * ss) + cb;
+			tr8(dst + cb * ds + rb, ds, nst - cb, rows);
+		}
 }
 
 /* xT [H W, lanes] from the planes of lanes l < L at x + off[l] (the
@@ -1525,60 +1542,6 @@ static void wino_weights(float *U, const float *w, const struct geom *g, int nt)
 		wino_weights2(U, w, g->OC, cin_g(g), nt);
 }
 
-/* __builtin_shuffle is GCC's (clang spells it differently) */
-#if defined(__GNUC__) && !defined(__clang__)
-typedef float wino_v8 __attribute__((vector_size(32)));
-typedef int wino_i8 __attribute__((vector_size(32)));
-
-/* t[j, c] = a[c, j] for 8 x 8 floats, a's rows at stride sa, t's at st:
- * the unpack, shuffle and lane-permute transpose in GCC's generic vector
- * shuffles (one instruction each for AVX2 and AVX-512), written out so
- * that the vectors stay in registers. */
-static inline __attribute__((always_inline)) void
-wino_t8(float *restrict t, int64_t st, const float *restrict a, int64_t sa)
-{
-	const wino_i8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
-	const wino_i8 l2 = {0, 1, 8, 9, 4, 5, 12, 13}, h2 = {2, 3, 10, 11, 6, 7, 14, 15};
-	const wino_i8 l4 = {0, 1, 2, 3, 8, 9, 10, 11}, h4 = {4, 5, 6, 7, 12, 13, 14, 15};
-	wino_v8 r0, r1, r2, r3, r4, r5, r6, r7;
-	memcpy(&r0, a, sizeof r0);
-	memcpy(&r1, a + sa, sizeof r1);
-	memcpy(&r2, a + 2 * sa, sizeof r2);
-	memcpy(&r3, a + 3 * sa, sizeof r3);
-	memcpy(&r4, a + 4 * sa, sizeof r4);
-	memcpy(&r5, a + 5 * sa, sizeof r5);
-	memcpy(&r6, a + 6 * sa, sizeof r6);
-	memcpy(&r7, a + 7 * sa, sizeof r7);
-	/* pairs of rows interleaved, then quads, then halves swapped */
-	wino_v8 u0 = __builtin_shuffle(r0, r1, lo), u1 = __builtin_shuffle(r0, r1, hi);
-	wino_v8 u2 = __builtin_shuffle(r2, r3, lo), u3 = __builtin_shuffle(r2, r3, hi);
-	wino_v8 u4 = __builtin_shuffle(r4, r5, lo), u5 = __builtin_shuffle(r4, r5, hi);
-	wino_v8 u6 = __builtin_shuffle(r6, r7, lo), u7 = __builtin_shuffle(r6, r7, hi);
-	wino_v8 s0 = __builtin_shuffle(u0, u2, l2), s1 = __builtin_shuffle(u0, u2, h2);
-	wino_v8 s2 = __builtin_shuffle(u1, u3, l2), s3 = __builtin_shuffle(u1, u3, h2);
-	wino_v8 s4 = __builtin_shuffle(u4, u6, l2), s5 = __builtin_shuffle(u4, u6, h2);
-	wino_v8 s6 = __builtin_shuffle(u5, u7, l2), s7 = __builtin_shuffle(u5, u7, h2);
-	wino_v8 o0 = __builtin_shuffle(s0, s4, l4), o4 = __builtin_shuffle(s0, s4, h4);
-	wino_v8 o1 = __builtin_shuffle(s1, s5, l4), o5 = __builtin_shuffle(s1, s5, h4);
-	wino_v8 o2 = __builtin_shuffle(s2, s6, l4), o6 = __builtin_shuffle(s2, s6, h4);
-	wino_v8 o3 = __builtin_shuffle(s3, s7, l4), o7 = __builtin_shuffle(s3, s7, h4);
-	memcpy(t, &o0, sizeof o0);
-	memcpy(t + st, &o1, sizeof o1);
-	memcpy(t + 2 * st, &o2, sizeof o2);
-	memcpy(t + 3 * st, &o3, sizeof o3);
-	memcpy(t + 4 * st, &o4, sizeof o4);
-	memcpy(t + 5 * st, &o5, sizeof o5);
-	memcpy(t + 6 * st, &o6, sizeof o6);
-	memcpy(t + 7 * st, &o7, sizeof o7);
-}
-#else
-static inline void wino_t8(float *restrict t, int64_t st, const float *restrict a, int64_t sa)
-{
-	for (int j = 0; j < 8; j++)
-		for (int c = 0; c < 8; c++)
-			t[j * st + c] = a[c * sa + j];
-}
-#endif
 
 /* Rows ih0 .. ih0 + a - 1 of the planes xc [n, H, W] (n <= WINO_CV
  * channels), zero-padded, the channels innermost: pad [a, L, WINO_CV],
