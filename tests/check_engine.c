@@ -3,6 +3,7 @@
  * GEMM against its reference, the RNG's determinism. */
 #include <check.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -377,6 +378,54 @@ START_TEST(gemm_row_blocks_match_reference)
 }
 END_TEST
 
+/* Products of one row or one column (a batch-1 linear layer) against
+ * the reference at every transpose, with leading dimensions longer than
+ * the rows (so the vector's elements are lda or ldb apart when it is a
+ * column), beta 2, and beta 0 over a C of NaNs, which must not be read. */
+static void gemv_vs_reference(int M, int N, int K, uint64_t seed)
+{
+	const int pad = 3;
+	int big = (M > N ? M : N) > K ? (M > N ? M : N) : K;
+	int len = (big + pad) * (big + pad);   /* any operand, any transpose */
+	float *A = malloc(sizeof(float) * len), *B = malloc(sizeof(float) * len);
+	float *C1 = malloc(sizeof(float) * M * (N + pad)), *C2 = malloc(sizeof(float) * M * (N + pad));
+	ck_assert(A && B && C1 && C2);
+	struct dl_rng r;
+	dl_rng_seed(&r, seed);
+	for (int i = 0; i < len; i++) {
+		A[i] = (float)dl_rng_normal(&r);
+		B[i] = (float)dl_rng_normal(&r);
+	}
+	int ldc = N + pad;
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++)
+			for (int z = 0; z < 2; z++) {
+				int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad;
+				float beta = z ? 0.0f : 2.0f;
+				for (int i = 0; i < M * ldc; i++)
+					C1[i] = C2[i] = z ? NAN : (float)(i % 5);
+				dl_sgemm(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, beta, C1, ldc);
+				dl_sgemm_ref(ta, tb, M, N, K, 0.5f, A, lda, B, ldb, beta, C2, ldc);
+				for (int i = 0; i < M; i++)
+					for (int j = 0; j < N; j++)
+						ck_assert_msg(fabsf(C1[i * ldc + j] - C2[i * ldc + j]) < 1e-4f,
+							      "M %d N %d K %d ta %d tb %d beta %g: C[%d, %d] %g, reference %g",
+							      M, N, K, ta, tb, beta, i, j, C1[i * ldc + j], C2[i * ldc + j]);
+			}
+	free(A);
+	free(B);
+	free(C1);
+	free(C2);
+}
+
+START_TEST(gemm_vectors_match_reference)
+{
+	gemv_vs_reference(1, 37, 19, 5);
+	gemv_vs_reference(41, 1, 19, 6);
+	gemv_vs_reference(1, 1, 23, 7);
+}
+END_TEST
+
 /* An output gradient written into the plan's own slot for it
  * (dl_graph_output_grad, as dlrun bench --train does) back-propagates
  * exactly as the same gradient in a caller's buffer. */
@@ -471,6 +520,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, suggestions);
 	tcase_add_test(tc, composites_live_in_the_plan);
 	tcase_add_test(tc, gemm_row_blocks_match_reference);
+	tcase_add_test(tc, gemm_vectors_match_reference);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;

@@ -25,6 +25,12 @@
  * 0.93-1.18 s a product with 50257 rows or 4096-row calls, under load). */
 #define ROWS_MAX 4096
 
+/* Products of one row stay on sgemm, although OpenBLAS 0.3.21 packs the
+ * whole weight for them (a 1280 x 1000 classifier at batch 1: 1.35 ms,
+ * where sgemv takes a fraction): sgemv sums in another order, so a
+ * sample's outputs would change in the last bit with the batch it came
+ * in (--batch-size, text steps of one line, the API against the CLI:
+ * tests/cli.sh and tests/api.sh compare them byte for byte). */
 static void sgemm1(int ta, int tb, int M, int N, int K, float alpha,
 		   const float *A, int lda, const float *B, int ldb, float beta,
 		   float *C, int ldc)
