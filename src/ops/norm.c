@@ -93,40 +93,79 @@ static int bn_infer(struct dl_node *n, const struct dl_shape *in,
 	return 0;
 }
 
-/* Batch statistics of x [N, C, S] per channel: mean and rstd =
- * 1 / sqrt(var + eps) with the biased variance. When rm is not NULL, the
- * running statistics move by momentum towards the batch mean and the
- * unbiased variance: rm = (1 - momentum) rm + momentum mean. */
-DL_CLONES static void bn_stats(float *mean, float *rstd, float *rm, float *rv,
-		     double momentum, const float *x, int64_t N, int64_t C,
-		     int64_t S, double eps)
+/* The per-channel sums of batch norm are one kernel each, called by the
+ * one-process path and by --sync-batch-norm alike, so that a process
+ * holding part of the batch sums each image as one process does. They run
+ * in BN_LANES double accumulators, element q of an image into lane
+ * q % BN_LANES (the elements after an image's last whole block into one
+ * scalar sum), added in order at the end: the same order for every clone,
+ * so the results do not depend on the machine's vector width. (bn_backward
+ * summed dy per image in float, in 4, 8 or 16 lanes by clone, while the
+ * sync path summed every element in double.) */
+#define BN_LANES 8
+
+/* Channel c of x [N, C, S]: *s = sum x, *ss = sum x^2, every value and
+ * square exact in double. */
+DL_CLONES static void bn_channel_sums(const float *x, int64_t N, int64_t C, int64_t S,
+				      int64_t c, double *s, double *ss)
 {
-	double M = (double)(N * S);
-	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
-	for (int64_t c = 0; c < C; c++) {
-		double s = 0.0, ss = 0.0;
-		for (int64_t nn = 0; nn < N; nn++) {
-			const float *xr = x + (nn * C + c) * S;
-			#pragma omp simd reduction(+:s, ss)
-			for (int64_t q = 0; q < S; q++) {
-				double v = xr[q];
-				s += v;
-				ss += v * v;
+	double a[BN_LANES] = {0}, b[BN_LANES] = {0}, ta = 0.0, tb = 0.0;
+	int64_t body = S - S % BN_LANES;
+	for (int64_t nn = 0; nn < N; nn++) {
+		const float *xr = x + (nn * C + c) * S;
+		for (int64_t q = 0; q < body; q += BN_LANES) {
+			#pragma omp simd
+			for (int l = 0; l < BN_LANES; l++) {
+				double v = xr[q + l];
+				a[l] += v;
+				b[l] += v * v;
 			}
 		}
-		double mu = M > 0 ? s / M : 0.0;
-		double var = M > 0 ? ss / M - mu * mu : 0.0;
-		if (var < 0)
-			var = 0;
-		mean[c] = (float)mu;
-		rstd[c] = (float)(1.0 / sqrt(var + eps));
-		if (rm && M > 0) {
-			/* PyTorch errors on one value per channel; dlrun
-			 * keeps the biased variance then */
-			double unb = M > 1 ? var * M / (M - 1) : var;
-			rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mu);
-			rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * unb);
+		for (int64_t q = body; q < S; q++) {
+			double v = xr[q];
+			ta += v;
+			tb += v * v;
 		}
+	}
+	for (int l = 0; l < BN_LANES; l++) {
+		ta += a[l];
+		tb += b[l];
+	}
+	*s = ta;
+	*ss = tb;
+}
+
+/* mean[c] and rstd[c] = 1 / sqrt(var + eps) with the biased variance, from
+ * the sums of M values. When rm is not NULL, the running statistics move
+ * by momentum towards the batch mean and the unbiased variance:
+ * rm = (1 - momentum) rm + momentum mean. */
+static void bn_set_stats(float *mean, float *rstd, float *rm, float *rv, double momentum,
+			 int64_t c, double s, double ss, double M, double eps)
+{
+	double mu = M > 0 ? s / M : 0.0;
+	double var = M > 0 ? ss / M - mu * mu : 0.0;
+	if (var < 0)
+		var = 0;
+	mean[c] = (float)mu;
+	rstd[c] = (float)(1.0 / sqrt(var + eps));
+	if (rm && M > 0) {
+		/* PyTorch errors on one value per channel; dlrun keeps the
+		 * biased variance then */
+		double unb = M > 1 ? var * M / (M - 1) : var;
+		rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mu);
+		rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * unb);
+	}
+}
+
+/* Batch statistics of x [N, C, S] per channel (bn_set_stats). */
+static void bn_stats(float *mean, float *rstd, float *rm, float *rv, double momentum,
+		     const float *x, int64_t N, int64_t C, int64_t S, double eps)
+{
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+	for (int64_t c = 0; c < C; c++) {
+		double s, ss;
+		bn_channel_sums(x, N, C, S, c, &s, &ss);
+		bn_set_stats(mean, rstd, rm, rv, momentum, c, s, ss, (double)(N * S), eps);
 	}
 }
 
@@ -148,47 +187,80 @@ DL_CLONES static void bn_forward(float *y, const float *x, const float *mean,
 	}
 }
 
+/* Channel c of dy and x [N, C, S]: *sdy = sum dy, *sdyx = sum dy xhat
+ * with xhat = (x - mu) rs. Elements q and q + BN_LANES are added in float
+ * first (one rounding, relative to their own sum), then go to the double
+ * lane: half the float-to-double conversions of one value at a time, which
+ * keeps this pass as fast as the per-image float sums it replaced. */
+DL_CLONES static void bn_channel_grad_sums(const float *dy, const float *x, float mu, float rs,
+					   int64_t N, int64_t C, int64_t S, int64_t c,
+					   double *sdy, double *sdyx)
+{
+	double a[BN_LANES] = {0}, b[BN_LANES] = {0}, ta = 0.0, tb = 0.0;
+	int64_t body = S - S % (2 * BN_LANES);
+	for (int64_t nn = 0; nn < N; nn++) {
+		const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
+		for (int64_t q = 0; q < body; q += 2 * BN_LANES) {
+			#pragma omp simd
+			for (int l = 0; l < BN_LANES; l++) {
+				float d0 = dyr[q + l], d1 = dyr[q + BN_LANES + l];
+				a[l] += (double)(d0 + d1);
+				b[l] += (double)(d0 * (xr[q + l] - mu) +
+						 d1 * (xr[q + BN_LANES + l] - mu));
+			}
+		}
+		for (int64_t q = body; q < S; q++) {
+			ta += dyr[q];
+			tb += (double)dyr[q] * (xr[q] - mu);
+		}
+	}
+	for (int l = 0; l < BN_LANES; l++) {
+		ta += a[l];
+		tb += b[l];
+	}
+	*sdy = ta;
+	*sdyx = tb * rs;
+}
+
+/* Channel c: dx += k (dy - mdy - xhat mdyx), xhat = (x - mu) rs. */
+DL_CLONES static void bn_channel_dx(float *dx, const float *dy, const float *x, float mu,
+				    float rs, float k, float mdy, float mdyx, int64_t N,
+				    int64_t C, int64_t S, int64_t c)
+{
+	for (int64_t nn = 0; nn < N; nn++) {
+		const float *restrict xr = x + (nn * C + c) * S;
+		const float *restrict dyr = dy + (nn * C + c) * S;
+		float *restrict dxr = dx + (nn * C + c) * S;
+		#pragma omp simd
+		for (int64_t q = 0; q < S; q++) {
+			float xhat = (xr[q] - mu) * rs;
+			dxr[q] += k * (dyr[q] - mdy - xhat * mdyx);
+		}
+	}
+}
+
 /* batch: dx += w rstd (dy - mean(dy) - xhat mean(dy xhat)) (statistics of
  * the batch); else dx += w rstd dy (fixed running statistics).
  * dw += sum dy xhat, db += sum dy. Any of dx, dw, db may be NULL. */
-DL_CLONES static void bn_backward(float *dx, float *dw, float *db, const float *dy,
-			const float *x, const float *mean, const float *rstd,
-			const float *w, int64_t N, int64_t C, int64_t S, int batch)
+static void bn_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+			const float *mean, const float *rstd, const float *w, int64_t N,
+			int64_t C, int64_t S, int batch)
 {
 	double M = (double)(N * S);
 	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
 	for (int64_t c = 0; c < C; c++) {
-		double sdy = 0.0, sdyx = 0.0;
-		float mu = mean[c], rs = rstd[c];
-		for (int64_t nn = 0; nn < N; nn++) {
-			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
-			float a = 0.0f, bsum = 0.0f;
-			#pragma omp simd reduction(+:a, bsum)
-			for (int64_t q = 0; q < S; q++) {
-				a += dyr[q];
-				bsum += dyr[q] * (xr[q] - mu);
-			}
-			sdy += a;
-			sdyx += (double)bsum * rs;
-		}
+		double sdy, sdyx;
+		bn_channel_grad_sums(dy, x, mean[c], rstd[c], N, C, S, c, &sdy, &sdyx);
 		if (dw)
 			dw[c] += (float)sdyx;
 		if (db)
 			db[c] += (float)sdy;
 		if (!dx)
 			continue;
-		float k = rs * (w ? w[c] : 1.0f);
 		float mdy = batch && M > 0 ? (float)(sdy / M) : 0.0f;
 		float mdyx = batch && M > 0 ? (float)(sdyx / M) : 0.0f;
-		for (int64_t nn = 0; nn < N; nn++) {
-			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
-			float *dxr = dx + (nn * C + c) * S;
-			#pragma omp simd
-			for (int64_t q = 0; q < S; q++) {
-				float xhat = (xr[q] - mu) * rs;
-				dxr[q] += k * (dyr[q] - mdy - xhat * mdyx);
-			}
-		}
+		bn_channel_dx(dx, dy, x, mean[c], rstd[c], rstd[c] * (w ? w[c] : 1.0f), mdy,
+			      mdyx, N, C, S, c);
 	}
 }
 
@@ -202,30 +274,13 @@ static void bn_stats_sync(const struct dl_shard *sh, float *mean, float *rstd, f
 	double *buf = calloc((size_t)(2 * C + 1), sizeof *buf);
 	if (!buf)
 		abort();   /* C doubles; the collective cannot be skipped */
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
 	for (int64_t c = 0; c < C; c++)
-		for (int64_t nn = 0; nn < N; nn++) {
-			const float *xr = x + (nn * C + c) * S;
-			for (int64_t q = 0; q < S; q++) {
-				buf[c] += xr[q];
-				buf[C + c] += (double)xr[q] * xr[q];
-			}
-		}
+		bn_channel_sums(x, N, C, S, c, &buf[c], &buf[C + c]);
 	buf[2 * C] = (double)(N * S);
 	sh->allreduce(sh, buf, (int)(2 * C + 1));
-	double M = buf[2 * C];
-	for (int64_t c = 0; c < C; c++) {
-		double mu = M > 0 ? buf[c] / M : 0.0;
-		double var = M > 0 ? buf[C + c] / M - mu * mu : 0.0;
-		if (var < 0)
-			var = 0;
-		mean[c] = (float)mu;
-		rstd[c] = (float)(1.0 / sqrt(var + eps));
-		if (rm && M > 0) {
-			double unb = M > 1 ? var * M / (M - 1) : var;
-			rm[c] = (float)((1.0 - momentum) * rm[c] + momentum * mu);
-			rv[c] = (float)((1.0 - momentum) * rv[c] + momentum * unb);
-		}
-	}
+	for (int64_t c = 0; c < C; c++)
+		bn_set_stats(mean, rstd, rm, rv, momentum, c, buf[c], buf[C + c], buf[2 * C], eps);
 	free(buf);
 }
 
@@ -241,16 +296,10 @@ static void bn_backward_sync(const struct dl_shard *sh, float *dx, float *dw, fl
 	double *buf = calloc((size_t)(2 * C + 1), sizeof *buf);
 	if (!buf)
 		abort();
+	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
 	for (int64_t c = 0; c < C; c++) {
-		double sdy = 0.0, sdyx = 0.0;
-		float mu = mean[c], rs = rstd[c];
-		for (int64_t nn = 0; nn < N; nn++) {
-			const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
-			for (int64_t q = 0; q < S; q++) {
-				sdy += dyr[q];
-				sdyx += (double)dyr[q] * (xr[q] - mu) * rs;
-			}
-		}
+		double sdy, sdyx;
+		bn_channel_grad_sums(dy, x, mean[c], rstd[c], N, C, S, c, &sdy, &sdyx);
 		if (dw)
 			dw[c] += (float)sdyx;
 		if (db)
@@ -261,21 +310,13 @@ static void bn_backward_sync(const struct dl_shard *sh, float *dx, float *dw, fl
 	buf[2 * C] = (double)(N * S);
 	sh->allreduce(sh, buf, (int)(2 * C + 1));
 	double M = buf[2 * C];
-	if (dx && N > 0 && sh->weight > 0 && M > 0)
-		for (int64_t c = 0; c < C; c++) {
-			float k = rstd[c] * (w ? w[c] : 1.0f);
-			float mdy = (float)(buf[c] / M / sh->weight);
-			float mdyx = (float)(buf[C + c] / M / sh->weight);
-			float mu = mean[c], rs = rstd[c];
-			for (int64_t nn = 0; nn < N; nn++) {
-				const float *xr = x + (nn * C + c) * S, *dyr = dy + (nn * C + c) * S;
-				float *dxr = dx + (nn * C + c) * S;
-				for (int64_t q = 0; q < S; q++) {
-					float xhat = (xr[q] - mu) * rs;
-					dxr[q] += k * (dyr[q] - mdy - xhat * mdyx);
-				}
-			}
-		}
+	if (dx && N > 0 && sh->weight > 0 && M > 0) {
+		#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
+		for (int64_t c = 0; c < C; c++)
+			bn_channel_dx(dx, dy, x, mean[c], rstd[c], rstd[c] * (w ? w[c] : 1.0f),
+				      (float)(buf[c] / M / sh->weight),
+				      (float)(buf[C + c] / M / sh->weight), N, C, S, c);
+	}
 	free(buf);
 }
 
