@@ -950,16 +950,78 @@ static double rel_err_d(const float *a, const double *b, int64_t n)
 	return den > 0 ? num / den : num;
 }
 
+/* One layer of op {hps} on input in (padding ph, pw; seed) at `threads`
+ * threads, forward and backward against the naive float64 reference;
+ * group: what the backward's rule must say for it (dl_conv_backward_group:
+ * -1, anything) */
+struct ref_case {
+	const char *op, *hps;
+	int64_t in[4], ph, pw;
+};
+
+static void check_reference(const struct ref_case *t, uint64_t seed, int threads,
+			    int64_t group)
+{
+	struct harness h;
+	dl_set_threads(threads);
+	h_open(&h, t->op, t->hps, 4, t->in, 1);
+	if (group >= 0)
+		ck_assert_msg(dl_conv_backward_group(&h.n, &h.xs) == group,
+			      "%s {%s} %lld x %lld x %lld, %d threads: the backward takes %lld images a GEMM, not %lld",
+			      t->op, t->hps, (long long)t->in[0], (long long)t->in[2],
+			      (long long)t->in[3], threads,
+			      (long long)dl_conv_backward_group(&h.n, &h.xs), (long long)group);
+	h_fill(&h, seed, 1);
+	h_forward(&h);
+	h_backward(&h);
+	struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+	int tr = t->op[4] == '_';
+	struct ref rf = {h.xs.d[0], h.xs.d[1], h.xs.d[2], h.xs.d[3], h.ys.d[1],
+			 h.ys.d[2], h.ys.d[3], 1, w->shape.d[2], w->shape.d[3],
+			 1, 1, t->ph, t->pw, 1, 1, tr};
+	/* the strides, dilation and groups of the hyperparameters */
+	if (strstr(t->hps, "stride: 2"))
+		rf.sh = rf.sw = 2;
+	if (strstr(t->hps, "stride: [2, 1]"))
+		rf.sh = 2;
+	if (strstr(t->hps, "dilation: [1, 2]"))
+		rf.dw = 2;
+	if (strstr(t->hps, "groups: 2"))
+		rf.G = 2;
+	int64_t nw = dl_shape_numel(&w->shape);
+	double *y = calloc((size_t)h.ny, sizeof(double));
+	double *dx = calloc((size_t)h.nx, sizeof(double));
+	double *dw = calloc((size_t)nw, sizeof(double));
+	double *db = calloc((size_t)rf.OC, sizeof(double));
+	ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+	for (int64_t i = 0; i < h.ny; i++) {
+		int64_t o = i / (rf.OH * rf.OW) % rf.OC;
+		y[i] += b->data[o];
+		db[o] += h.gy[i];
+	}
+	ref_visit(&rf, REF_DX, dx, NULL, w->data, h.gy);
+	ref_visit(&rf, REF_DW, dw, h.x, NULL, h.gy);
+	ck_assert_msg(rel_err_d(h.y, y, h.ny) < 1e-5, "%s {%s}, %d threads: y off by %g",
+		      t->op, t->hps, threads, rel_err_d(h.y, y, h.ny));
+	ck_assert_msg(rel_err_d(h.dx, dx, h.nx) < 1e-5, "%s {%s}, %d threads: dx off by %g",
+		      t->op, t->hps, threads, rel_err_d(h.dx, dx, h.nx));
+	ck_assert_msg(rel_err_d(w->grad, dw, nw) < 1e-5, "%s {%s}, %d threads: dw off by %g",
+		      t->op, t->hps, threads, rel_err_d(w->grad, dw, nw));
+	ck_assert_msg(rel_err_d(b->grad, db, rf.OC) < 1e-5, "%s: db", t->op);
+	free(y);
+	free(dx);
+	free(dw);
+	free(db);
+	h_free(&h);
+}
+
 /* Layers large enough that im2col runs over several row tiles (forward,
  * and backward's tile-by-tile col2im), Winograd over several blocks and
  * the transposed convolution over several input tiles; 1 and 2 threads;
  * against the naive reference. */
 START_TEST(test_conv_large_reference)
 {
-	struct {
-		const char *op, *hps;
-		int64_t in[4], ph, pw;
-	} t[] = {
+	static const struct ref_case t[] = {
 		{"conv2d", "out_channels: 8, kernel_size: 3, padding: [[1, 2], [0, 1]]",
 		 {2, 48, 38, 37}, 1, 0},
 		{"conv2d", "out_channels: 32, kernel_size: 3, padding: 1", {2, 32, 40, 39}, 1, 1},
@@ -979,53 +1041,37 @@ START_TEST(test_conv_large_reference)
 	};
 	int keep = dl_threads();
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
-		for (int threads = 1; threads <= 2; threads++) {
-			struct harness h;
-			dl_set_threads(threads);
-			h_open(&h, t[k].op, t[k].hps, 4, t[k].in, 1);
-			h_fill(&h, 99 + k, 1);
-			h_forward(&h);
-			h_backward(&h);
-			struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
-			int tr = t[k].op[4] == '_';
-			struct ref rf = {h.xs.d[0], h.xs.d[1], h.xs.d[2], h.xs.d[3], h.ys.d[1],
-					 h.ys.d[2], h.ys.d[3], 1, w->shape.d[2], w->shape.d[3],
-					 1, 1, t[k].ph, t[k].pw, 1, 1, tr};
-			/* the strides, dilation and groups of the hyperparameters */
-			if (strstr(t[k].hps, "stride: 2"))
-				rf.sh = rf.sw = 2;
-			if (strstr(t[k].hps, "stride: [2, 1]"))
-				rf.sh = 2;
-			if (strstr(t[k].hps, "dilation: [1, 2]"))
-				rf.dw = 2;
-			if (strstr(t[k].hps, "groups: 2"))
-				rf.G = 2;
-			int64_t nw = dl_shape_numel(&w->shape);
-			double *y = calloc((size_t)h.ny, sizeof(double));
-			double *dx = calloc((size_t)h.nx, sizeof(double));
-			double *dw = calloc((size_t)nw, sizeof(double));
-			double *db = calloc((size_t)rf.OC, sizeof(double));
-			ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
-			for (int64_t i = 0; i < h.ny; i++) {
-				int64_t o = i / (rf.OH * rf.OW) % rf.OC;
-				y[i] += b->data[o];
-				db[o] += h.gy[i];
-			}
-			ref_visit(&rf, REF_DX, dx, NULL, w->data, h.gy);
-			ref_visit(&rf, REF_DW, dw, h.x, NULL, h.gy);
-			ck_assert_msg(rel_err_d(h.y, y, h.ny) < 1e-5, "%s {%s}, %d threads: y off by %g",
-				      t[k].op, t[k].hps, threads, rel_err_d(h.y, y, h.ny));
-			ck_assert_msg(rel_err_d(h.dx, dx, h.nx) < 1e-5, "%s {%s}, %d threads: dx off by %g",
-				      t[k].op, t[k].hps, threads, rel_err_d(h.dx, dx, h.nx));
-			ck_assert_msg(rel_err_d(w->grad, dw, nw) < 1e-5, "%s {%s}, %d threads: dw off by %g",
-				      t[k].op, t[k].hps, threads, rel_err_d(w->grad, dw, nw));
-			ck_assert_msg(rel_err_d(b->grad, db, rf.OC) < 1e-5, "%s: db", t[k].op);
-			free(y);
-			free(dx);
-			free(dw);
-			free(db);
-			h_free(&h);
-		}
+		for (int threads = 1; threads <= 2; threads++)
+			check_reference(&t[k], 99 + k, threads, -1);
+	dl_set_threads(keep);
+}
+END_TEST
+
+/* The backward at planes under 64 cells in groups of images (src/ops/conv.c
+ * bwd_group): pointwise and 3x3 layers, with groups, stride 2 and a last
+ * group of fewer images (the group follows the scratch of every thread,
+ * so it differs at 1 and 2 threads), and layers the rule leaves per
+ * image (a plane of 64 cells, batch 1, a transposed layer); against the
+ * float64 reference. */
+START_TEST(test_conv_backward_groups)
+{
+	static const struct {
+		struct ref_case c;
+		int64_t group[2];   /* images a GEMM at 1 and 2 threads */
+	} t[] = {
+		{{"conv2d", "out_channels: 48, kernel_size: 1", {33, 64, 2, 2}, 0, 0}, {6, 13}},
+		{{"conv2d", "out_channels: 36, kernel_size: 1, groups: 2", {7, 40, 3, 5}, 0, 0}, {0, 2}},
+		{{"conv2d", "out_channels: 40, kernel_size: 3, padding: 1", {21, 24, 4, 4}, 1, 1}, {12, 16}},
+		{{"conv2d", "out_channels: 64, kernel_size: 3, padding: 1, groups: 2", {9, 64, 3, 5}, 1, 1}, {9, 9}},
+		{{"conv2d", "out_channels: 48, kernel_size: 3, stride: 2, padding: 1", {6, 40, 9, 7}, 1, 1}, {3, 6}},
+		{{"conv2d", "out_channels: 8, kernel_size: 3, padding: 1", {3, 8, 8, 8}, 1, 1}, {0, 0}},
+		{{"conv2d", "out_channels: 8, kernel_size: 3, padding: 1", {1, 8, 4, 4}, 1, 1}, {0, 0}},
+		{{"conv_transpose2d", "out_channels: 8, kernel_size: 3, stride: 2, padding: 1", {4, 8, 3, 3}, 1, 1}, {0, 0}},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++)
+			check_reference(&t[k].c, 300 + k, threads, t[k].group[threads - 1]);
 	dl_set_threads(keep);
 }
 END_TEST
@@ -1494,6 +1540,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_small_one_thread);
 	tcase_add_test(tc, test_sgemm_split_regions);
 	tcase_add_test(tc, test_conv_large_reference);
+	tcase_add_test(tc, test_conv_backward_groups);
 	tcase_add_test(tc, test_depthwise_blocked);
 	tcase_add_test(tc, test_pointwise_batched);
 	tcase_add_test(tc, test_conv_wino4_accuracy);

@@ -53,4 +53,8 @@ static inline void dl_col_range(int64_t OW, int64_t W, int64_t s, int64_t off,
  * tests of its rules. */
 int dl_conv_forward_threads(const struct dl_node *n, const struct dl_shape *x);
 
+/* The images per GEMM of the node's backward for input shape x (0: one
+ * per image; -1: x does not fit it), for the tests of that rule. */
+int64_t dl_conv_backward_group(const struct dl_node *n, const struct dl_shape *x);
+
 #endif
