@@ -2145,15 +2145,21 @@ static void pw_forward_batched(float *y, const float *x, const float *w,
 			}
 			dl_sgemm(0, 0, (int)OC, (int)m, (int)C, 1.0f, w, (int)C, col, (int)m,
 				 0.0f, out, (int)m);
+			/* bias and epilogue on the product's rows of m cells (per
+			 * image, rows of P: a call per 4 cells at 2x2 planes
+			 * was 15% of efficientnet_b0's batch-32 forward), the
+			 * same operations per element; a residual is added per
+			 * image, where it lies */
+			if (b)
+				add_bias_rows(out, b, OC, m, m);
+			for (int64_t o = 0; e && !res && o < OC; o++)
+				dl_epilogue_row(e, out + o * m, NULL, o, m);
 			for (int64_t i = 0; i < k; i++) {
 				float *yi = y + (n0 + i) * OC * P;
 				for (int64_t o = 0; o < OC; o++)
 					memcpy(yi + o * P, out + o * m + i * P, (size_t)P * sizeof(float));
-				if (b)
-					add_bias_rows(yi, b, OC, P, P);
-				for (int64_t o = 0; e && o < OC; o++)
-					dl_epilogue_row(e, yi + o * P, res ? res + (yi - y) + o * P : NULL,
-							o, P);
+				for (int64_t o = 0; e && res && o < OC; o++)
+					dl_epilogue_row(e, yi + o * P, res + (yi - y) + o * P, o, P);
 			}
 		}
 	}
