@@ -10,6 +10,7 @@
 
 #include "check_suites.h"
 #include "model/model.h"
+#include "engine/fuse.h"
 #include "engine/gemm.h"
 #include "model/yamlutil.h"
 
@@ -426,6 +427,58 @@ START_TEST(gemm_vectors_match_reference)
 }
 END_TEST
 
+/* dl_epilogue_lanes (channels in vector lanes: the depthwise forward's
+ * fused epilogue) gives the bits of dl_epilogue_row on the same values
+ * (fuse.h says so), for each kind of epilogue without a residual, a
+ * partial block of lanes and a cell count that is no multiple of a
+ * vector; the values straddle every activation's kinks and clamps. */
+START_TEST(epilogue_lanes_match_rows)
+{
+	enum { L = 11, NC = 37, C = 24, c0 = 5 };
+	static const struct {
+		int bias, bn, act1, act2;
+	} t[] = {
+		{1, 0, DL_ACT_RELU, DL_ACT_NONE},
+		{1, 1, DL_ACT_SILU, DL_ACT_NONE},
+		{0, 1, DL_ACT_RELU6, DL_ACT_RELU},
+		{1, 0, DL_ACT_GELU, DL_ACT_NONE},
+		{1, 1, DL_ACT_GELU_TANH, DL_ACT_NONE},
+		{0, 0, DL_ACT_SILU, DL_ACT_RELU6},
+	};
+	float bias[C], scale[C], shift[C], p[3 * DL_EPI_LANES];
+	float lanes[NC * DL_EPI_LANES], row[NC];
+	struct dl_rng r;
+	dl_rng_seed(&r, 17);
+	for (int c = 0; c < C; c++) {
+		bias[c] = (float)dl_rng_normal(&r);
+		scale[c] = 0.5f + (float)dl_rng_uniform(&r);
+		shift[c] = (float)dl_rng_normal(&r);
+	}
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++) {
+		struct dl_epilogue e = {.bn = -1, .act1 = t[k].act1, .act2 = t[k].act2,
+					.res = -1, .ready = 1,
+					.bias = t[k].bias ? bias : NULL,
+					.scale = t[k].bn ? scale : NULL,
+					.shift = t[k].bn ? shift : NULL};
+		for (int i = 0; i < NC * DL_EPI_LANES; i++)
+			lanes[i] = 8.0f * (float)dl_rng_normal(&r);
+		float orig[NC * DL_EPI_LANES];
+		memcpy(orig, lanes, sizeof orig);
+		dl_epilogue_lanes_prepare(&e, p, c0, L);
+		dl_epilogue_lanes(&e, p, lanes, NC);
+		for (int l = 0; l < L; l++) {
+			for (int q = 0; q < NC; q++)
+				row[q] = orig[q * DL_EPI_LANES + l];
+			dl_epilogue_row(&e, row, NULL, c0 + l, NC);
+			for (int q = 0; q < NC; q++)
+				ck_assert_msg(memcmp(&row[q], &lanes[q * DL_EPI_LANES + l], sizeof(float)) == 0,
+					      "epilogue %zu, lane %d, cell %d: lanes %.9g, row %.9g",
+					      k, l, q, lanes[q * DL_EPI_LANES + l], row[q]);
+		}
+	}
+}
+END_TEST
+
 /* An output gradient written into the plan's own slot for it
  * (dl_graph_output_grad, as dlrun bench --train does) back-propagates
  * exactly as the same gradient in a caller's buffer. */
@@ -521,6 +574,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, composites_live_in_the_plan);
 	tcase_add_test(tc, gemm_row_blocks_match_reference);
 	tcase_add_test(tc, gemm_vectors_match_reference);
+	tcase_add_test(tc, epilogue_lanes_match_rows);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;
