@@ -669,13 +669,17 @@ START_TEST(test_conv_team_invariant)
 		"out_channels: 96, kernel_size: 3, padding: 1",                /* split GEMM */
 		"out_channels: 64, kernel_size: 3, padding: 1, groups: 64",    /* depthwise */
 		"out_channels: 128, kernel_size: 3, stride: 2, padding: 1, groups: 64",
+		/* planes under 64 cells: the batched pointwise forward and
+		 * the backward in groups of images (bwd_group) */
+		"out_channels: 48, kernel_size: 1",
+		"out_channels: 96, kernel_size: 3, padding: 1",
 	};
 	const char *ops[] = {"conv2d", "conv2d", "conv2d", "conv_transpose2d", "conv2d",
-			     "conv2d", "conv2d"};
+			     "conv2d", "conv2d", "conv2d", "conv2d"};
 	int keep = dl_threads();
-	for (int t = 0; t < 7; t++) {
+	for (int t = 0; t < 9; t++) {
 		struct harness h[2];
-		int64_t d[4] = {5, 64, 29, 27};
+		int64_t d[4] = {t < 7 ? 5 : 13, 64, t < 7 ? 29 : 3, t < 7 ? 27 : 5};
 		struct dl_shape xs = dl_shape_make(4, d);
 		for (int k = 0; k < 2; k++) {
 			struct dl_error err = {0};
