@@ -14,7 +14,8 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt"
+models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt
+dense layer_scale class_token"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
 attn_mask external_data no_outputs new_opset"
@@ -84,6 +85,27 @@ t_pointwise_yaml() {
 	return 0
 }
 check "import pointwise.onnx: Clip as relu6 and clamp, scalar arithmetic as scale" t_pointwise_yaml
+
+# torchvision's patterns: DenseNet's and Inception's wide concatenations,
+# ConvNeXt's layer scale (a constant operand as a parameter entry), ViT's
+# class token expanded to the batch (a parameter entry)
+t_torchvision_patterns() {
+	grep -F -e 'in: [x, relu, relu_1, relu_2, relu_3, relu_4]' "$tmp/dense/model.yaml" >/dev/null ||
+		fail "dense: the concatenation of six not one concat entry"
+	y=$tmp/layer_scale/model.yaml
+	grep -F -e 'parameter: {shape: [4, 1, 1]}' "$y" >/dev/null ||
+		fail "layer_scale: the [4, 1, 1] scale is not a parameter entry"
+	grep -F -e 'in: [gamma, ' "$y" >/dev/null ||
+		fail "layer_scale: the scale's entry is not named after the PyTorch parameter"
+	[ "$(grep -c -e 'parameter: {shape: \[5\]}' "$y")" = 2 ] ||
+		fail "layer_scale: table and abs(table) + 1 (folded) not two parameter entries"
+	grep -F -e 'parameter: {shape: [1, 6]}' "$tmp/class_token/model.yaml" >/dev/null ||
+		fail "class_token: the expanded token is not a parameter entry"
+	grep -a -F -e '"gamma"' "$tmp/layer_scale/model.safetensors" >/dev/null ||
+		fail "layer_scale: a parameter entry's key is not its scope alone"
+	return 0
+}
+check "torchvision patterns: six-way concat, layer scale and class token as parameter entries" t_torchvision_patterns
 
 # the readable output: names from the PyTorch modules, patterns fused
 t_readable() {
@@ -184,6 +206,8 @@ check "attention with a mask that is not causal: names the node and why" t_bad a
 	"$data/bad/attn_mask.onnx" "node '/attn/MatMul' (MatMul): input '/attn/Transpose_output_0' is time major"
 check "data in an external file is refused by name" t_bad ext2 \
 	"$data/bad/external_data.onnx" "initializer 'w' keeps its data in an external file"
+check "a constant with a batch of its own names the node and why" t_bad const2 \
+	"$data/bad/const_operand.onnx" "node 'mul' (Mul): constant operand 'k' of shape [2, 4, 3] does not broadcast over the batch"
 check "initializer size mismatch names the initializer" t_bad size2 \
 	"$data/bad/init_size.onnx" "initializer 'w' holds 44 bytes"
 

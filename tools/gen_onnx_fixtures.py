@@ -279,6 +279,62 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class Dense(nn.Module):
+    """DenseNet's concatenations: torch.cat of one tensor (its first
+    layer) and of six (more than four), then the spatial mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(3 + 2 * i, 2, 3, padding=1) for i in range(5))
+
+    def forward(self, x):
+        feats = [x]
+        for conv in self.convs:
+            feats.append(F.relu(conv(torch.cat(feats, 1))))
+        return torch.cat(feats, 1).mean((2, 3))
+
+
+class LayerScale(nn.Module):
+    """A ConvNeXt block: depthwise conv, layer norm channels last, an MLP,
+    the learned per-channel scale (a constant operand [C, 1, 1], imported
+    as a parameter entry) and the residual; then tables of constants
+    subtracted from and dividing the data."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.norm = nn.LayerNorm(4)
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 4)
+        self.gamma = nn.Parameter(torch.rand(4, 1, 1) + 0.5)
+        self.table = nn.Parameter(torch.randn(5))
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.norm(y)))).permute(0, 3, 1, 2)
+        x = x + self.gamma * y
+        return (self.table - x) / (self.table.abs() + 1)
+
+
+class ClassToken(nn.Module):
+    """ViT's class token: a learned [1, 1, D] expanded to the batch
+    (x.expand(n, -1, -1), a parameter entry) and concatenated before the
+    patches, learned positions added, the token read back with x[:, 0]."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Conv2d(3, 6, 2, stride=2)
+        self.cls = nn.Parameter(torch.randn(1, 1, 6))
+        self.pos = nn.Parameter(torch.randn(1, 5, 6))
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        n = x.shape[0]
+        t = self.proj(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(n, -1, -1), t], 1) + self.pos
+        return self.head(t[:, 0] + t.mean(1))
+
+
 # name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
@@ -299,6 +355,9 @@ MODELS = {
     "encoder": (Encoder, (5, 12), 3, "float"),
     # opset 13: the layer norms written out too
     "gpt": (GPT, (7,), 2, "int", 13),
+    "dense": (Dense, (3, 5, 5), 2, "float"),
+    "layer_scale": (LayerScale, (4, 5, 5), 2, "float"),
+    "class_token": (ClassToken, (3, 4, 4), 3, "float"),
 }
 
 
@@ -393,11 +452,12 @@ def bad_models(out):
         "erf_alone": model(
             [helper.make_node("Erf", ["x"], ["y"], name="erf")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
-        # a constant operand of several values (no learned-constant op;
-        # an Add of a [T, D] table to [N, T, D] is a positional encoding)
+        # a constant operand with a batch of its own (constants of one
+        # sample are parameter entries)
         "const_operand": model(
-            [helper.make_node("Mul", ["x", "fc.weight"], ["y"], name="mul")],
-            [f32("x", ["N", 4, 3])], [f32("y", ["N", 4, 3])], [w]),
+            [helper.make_node("Mul", ["x", "k"], ["y"], name="mul")],
+            [f32("x", ["N", 4, 3])], [f32("y", ["N", 4, 3])],
+            [numpy_helper.from_array(np.ones((2, 4, 3), np.float32), "k")]),
         # a node input that nothing defines
         "undefined_input": model(
             [helper.make_node("Relu", ["nope"], ["y"], name="relu")],

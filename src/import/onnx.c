@@ -69,8 +69,8 @@ struct entry {
 	const char *op;
 	char *hp;              /* "k: v, k: v" (owned), or NULL */
 	int n_in;
-	const char *in[4];
-	int in_e[4];           /* producing entries, -1 for model inputs */
+	const char **in;       /* [n_in] (owned array) */
+	int *in_e;             /* [n_in] producing entries, -1 for model inputs */
 	int n_par;
 	struct param par[8];
 	int live;
@@ -628,11 +628,17 @@ static struct entry *emit(struct imp *im, const Onnx__NodeProto *n,
 	e->op = op;
 	e->hp = hp;
 	e->n_in = n_in;
+	e->in = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in);
+	e->in_e = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in_e);
+	im->e[im->ne++] = e;   /* freed with the others from here on */
+	if (!e->in || !e->in_e) {
+		oom(im);
+		return NULL;
+	}
 	for (int i = 0; i < n_in; i++) {
 		e->in[i] = ins[i]->ref;
 		e->in_e[i] = ins[i]->entry;
 	}
-	im->e[im->ne++] = e;
 	if (out) {
 		out->kind = V_RT;
 		out->ref = e->name;
@@ -679,11 +685,14 @@ static const char *torch_prefix(const struct val *w, char *buf, size_t size)
 
 /* ---- the node mappers ---- */
 
+/* the most inputs of one node (DenseNet-201's widest Concat has 49) */
+#define MAX_NODE_INPUTS 1024
+
 struct ctx {
 	struct imp *im;
 	const Onnx__NodeProto *n;
 	int node;
-	struct val *in[16];
+	struct val *in[MAX_NODE_INPUTS];
 	int n_in;              /* inputs given (empty names are NULL) */
 };
 
@@ -779,10 +788,57 @@ static int need_rt(struct ctx *c, int k)
 	return 0;
 }
 
+/* A unary op on a constant, folded (x.abs() + 1 of a parameter); 1 when
+ * op is one this folds, else 0. */
+static int fold_unary(struct ctx *c, const char *op, int *rc)
+{
+	static const char *const known[] = {"abs", "neg", "sqrt", "exp", "log", "relu",
+					    "sigmoid", "tanh"};
+	int k = -1;
+	for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+		if (strcmp(op, known[i]) == 0)
+			k = i;
+	struct val *x = c->in[0];
+	if (k < 0 || !is_const(x))
+		return 0;
+	*rc = 0;
+	if (has_dyn(x)) {
+		*rc = nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
+		return 1;
+	}
+	struct val *o = new_const(c->im, c->n->output[0], x->rank, x->dims, 0);
+	if (!o) {
+		*rc = oom(c->im);
+		return 1;
+	}
+	o->node = c->node;
+	for (int64_t i = 0; i < x->numel; i++) {
+		double v = x->d[i], y;
+		switch (k) {
+		case 0: y = fabs(v); break;
+		case 1: y = -v; break;
+		case 2: y = sqrt(v); break;
+		case 3: y = exp(v); break;
+		case 4: y = log(v); break;
+		case 5: y = v > 0 ? v : 0; break;
+		case 6: y = 1 / (1 + exp(-v)); break;
+		default: y = tanh(v);
+		}
+		o->d[i] = x->isint && k <= 1 ? y : (float)y;
+	}
+	o->isint = x->isint && k <= 1;
+	return 1;
+}
+
 /* Unary ops that map one to one. */
 static int simple(struct ctx *c, const char *op, char *hp)
 {
-	int rc = need_rt(c, 0);
+	int rc;
+	if (c->n_in > 0 && fold_unary(c, op, &rc)) {
+		free(hp);
+		return rc;
+	}
+	rc = need_rt(c, 0);
 	if (rc) {
 		free(hp);
 		return rc;
@@ -1057,23 +1113,24 @@ static struct val *gelu_core(struct imp *im, struct val *m, int *tanh_form)
 	return NULL;
 }
 
-/* Broadcast of two runtime shapes of the same rank (batch first). */
+/* Broadcast of two runtime shapes (batch first): the per-sample shapes
+ * aligned from the right, as dlrun's add, mul, sub and div do. */
 static int bcast(struct ctx *c, const struct val *a, const struct val *b, struct val *o)
 {
-	if (a->rank != b->rank)
-		return nerr(c->im, c->n, "operands of rank %d and %d: dlrun broadcasts data operands of equal rank only (batch first)",
-			    a->rank, b->rank);
+	int r = a->rank > b->rank ? a->rank : b->rank;
 	int64_t d[MAXR];
-	for (int i = 1; i < a->rank; i++) {
-		if (a->dims[i] == b->dims[i] || b->dims[i] == 1)
-			d[i] = a->dims[i];
-		else if (a->dims[i] == 1)
-			d[i] = b->dims[i];
+	for (int i = 1; i < r; i++) {
+		int ia = i - (r - a->rank), ib = i - (r - b->rank);
+		int64_t da = ia >= 1 ? a->dims[ia] : 1, db = ib >= 1 ? b->dims[ib] : 1;
+		if (da == db || db == 1)
+			d[i] = da;
+		else if (da == 1)
+			d[i] = db;
 		else
 			return nerr(c->im, c->n, "operand sizes %lld and %lld of dimension %d do not broadcast",
-				    (long long)a->dims[i], (long long)b->dims[i], i);
+				    (long long)da, (long long)db, i);
 	}
-	set_shape(o, a->rank, d);
+	set_shape(o, r, d);
 	return 0;
 }
 
@@ -1113,6 +1170,13 @@ static int fold_binary(struct ctx *c, char op)
 				z = DYN;
 			else if ((op == '+' || op == '-') && (x == DYN ? y : x) == 0 && !(op == '-' && y == DYN))
 				z = DYN;
+			/* the batch size is never negative: compared with a
+			 * negative constant (the -1 of a shape, as Expand's
+			 * exporters test for it), the answer is known */
+			else if (op == '=' && x != y && (x == DYN ? y : x) < 0)
+				z = 0;
+			else if ((op == '<' || op == '>') && x != y && (x == DYN ? y : x) < 0)
+				z = (op == '>') == (x == DYN);
 			else
 				return nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
 		} else {
@@ -1279,6 +1343,48 @@ static int emit_ln(struct ctx *c, struct val *x, double eps, int nd,
 	return rc;
 }
 
+/* Constant k, an operand of data x, as a parameter entry (its key the
+ * initializer's name): k's shape aligned with x's from the right, a
+ * leading 1 at x's batch dropped, into *out. When k does not broadcast
+ * so, *out is NULL and the node's output is marked bad (an error only if
+ * something uses it). Returns 0 or an error code. */
+static int const_param(struct ctx *c, struct val *k, struct val *x, struct val **out)
+{
+	struct imp *im = c->im;
+	int r = k->rank;
+	const int64_t *d = k->dims;
+	*out = NULL;
+	if (r == x->rank && r > 1 && d[0] == 1)
+		d++, r--;
+	if (r < 1 || r >= x->rank || k->numel < 1) {
+		char buf[700];
+		snprintf(buf, sizeof buf, "node '%s' (%s): constant operand '%s' of shape %s does not broadcast over the batch of data of rank %d (a dlrun parameter holds one value per sample)",
+			 c->n->name ? c->n->name : "?", c->n->op_type, k->name, ilist(k->dims, k->rank), x->rank);
+		struct val *o = out_val(c, 0, V_RT);
+		if (!o)
+			return oom(im);
+		copy_shape(o, x);
+		return (o->bad = strdup(buf)) ? 0 : oom(im);
+	}
+	char *hp = NULL;
+	if (hp_add(im, &hp, "shape: %s", ilist(d, r)))
+		return DL_ERUN;
+	struct val *p = new_val(im, "", V_RT);
+	if (!p) {
+		free(hp);
+		return oom(im);
+	}
+	int64_t pd[MAXR] = {-1};
+	memcpy(pd + 1, d, (size_t)r * sizeof *d);
+	set_shape(p, r + 1, pd);
+	/* no input: the loader gives a parameter the batch size */
+	struct entry *e = emit(im, c->n, k->init, k->init ? NULL : "const", "parameter", hp, NULL, 0, p);
+	if (!e || add_param(im, e, "", r, d, k->d))
+		return DL_ERUN;
+	*out = p;
+	return 0;
+}
+
 static int binary(struct ctx *c, char op, const char *dlop)
 {
 	struct val *a = c->in[0], *b = c->in[1];
@@ -1397,16 +1503,22 @@ static int binary(struct ctx *c, char op, const char *dlop)
 		if (!(is_rt(x) && is_const(k)))
 			continue;
 		if (k->numel != 1) {
-			/* an error unless a pattern (layer norm's affine) takes it */
-			char buf[700];
-			snprintf(buf, sizeof buf, "node '%s' (%s): constant operand '%s' of shape %s: dlrun ops take constants of one value only here (no learned-constant op)",
-				 c->n->name ? c->n->name : "?", c->n->op_type, k->name, ilist(k->dims, k->rank));
+			/* a tensor of weights (ConvNeXt's layer scale [C, 1, 1], a
+			 * bias table): a parameter entry, broadcast over the batch,
+			 * and the op on both; a pattern that ends later (layer
+			 * norm's affine) leaves them unused, and they are dropped */
+			struct val *p;
+			int rc = const_param(c, k, x, &p);
+			if (rc || !p)
+				return rc;
 			struct val *o = out_val(c, 0, V_RT);
 			if (!o)
 				return oom(c->im);
-			copy_shape(o, x);
-			o->bad = strdup(buf);
-			return o->bad ? 0 : oom(c->im);
+			struct val *ins[2] = {s == 0 ? x : p, s == 0 ? p : x};
+			rc = bcast(c, ins[0], ins[1], o);
+			if (rc)
+				return rc;
+			return emit(c->im, c->n, NULL, NULL, dlop, NULL, ins, 2, o) ? 0 : DL_ERUN;
 		}
 		double f = 1, sh = 0, v = k->d[0];
 		if (op == '*')
@@ -2695,10 +2807,10 @@ static int m_concat(struct ctx *c)
 	}
 	if (anyc)
 		return nerr(im, c->n, "a constant concatenated with data has no dlrun op");
+	if (c->n_in == 1)   /* torch.cat([x]): DenseNet's first layers */
+		return alias(c, x, 0);
 	if (ax == 0)
 		return nerr(im, c->n, "axis 0 is the batch dimension, which dlrun ops do not change");
-	if (c->n_in > 4)
-		return nerr(im, c->n, "%d inputs; dlrun import concatenates at most 4 at once", c->n_in);
 	for (int i = 0; i < c->n_in; i++)
 		if (c->in[i]->bad)
 			return nerr(im, c->n, "%s", c->in[i]->bad);
@@ -3453,6 +3565,47 @@ static int m_constant_of_shape(struct ctx *c)
 	return 0;
 }
 
+/* Expand of a constant to a shape whose first size is the batch (ViT's
+ * class token, x.expand(n, -1, -1)): a parameter entry holding one
+ * sample, the constant broadcast to the other sizes. */
+static int expand_to_batch(struct ctx *c, struct val *x, const int64_t *od, int r)
+{
+	struct imp *im = c->im;
+	if (r < 2 || (x->rank == r && x->dims[0] != 1))
+		return nerr(im, c->n, "a constant of shape %s expanded to the batch: dlrun's parameter holds one sample",
+			    ilist(x->dims, x->rank));
+	int64_t n = numel_of(r - 1, od + 1);
+	double *d = malloc((size_t)(n + 1) * sizeof *d);
+	if (!d)
+		return oom(im);
+	int64_t idx[MAXR] = {0};
+	for (int64_t k = 0; k < n; k++) {
+		int64_t kx = 0;
+		for (int i = 1; i < r; i++) {
+			int ix = i - (r - x->rank);
+			if (ix >= 0)
+				kx = kx * x->dims[ix] + (x->dims[ix] == 1 ? 0 : idx[i]);
+		}
+		d[k] = x->d[kx];
+		for (int i = r - 1; i >= 1; i--) {
+			if (++idx[i] < od[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	char *hp = NULL;
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o || hp_add(im, &hp, "shape: %s", ilist(od + 1, r - 1))) {
+		free(d);
+		return oom(im);
+	}
+	set_shape(o, r, od);
+	struct entry *e = emit(im, c->n, x->init, NULL, "parameter", hp, NULL, 0, o);
+	int rc = e ? add_param(im, e, "", r - 1, od + 1, d) : DL_ERUN;
+	free(d);
+	return rc;
+}
+
 static int m_expand(struct ctx *c)
 {
 	int rc = need_all_const(c);
@@ -3460,8 +3613,19 @@ static int m_expand(struct ctx *c)
 		return rc;
 	int64_t d[MAXR];
 	int n;
-	if ((rc = const_ints(c, 1, "shape", d, MAXR, &n)))
+	struct val *sv = c->n_in > 1 ? c->in[1] : NULL;
+	int tobatch = is_const(sv) && sv->numel >= 1 && sv->numel <= MAXR && sv->d[0] == DYN;
+	if (tobatch) {
+		for (int i = 1; i < (int)sv->numel; i++)
+			if (sv->d[i] == DYN)
+				return nerr(c->im, c->n, "the batch size inside the target shape: a shape that cannot be folded");
+		n = (int)sv->numel;
+		d[0] = 1;
+		for (int i = 1; i < n; i++)
+			d[i] = to_i64(sv->d[i]);
+	} else if ((rc = const_ints(c, 1, "shape", d, MAXR, &n))) {
 		return rc;
+	}
 	struct val *x = c->in[0];
 	int r = n > x->rank ? n : x->rank;
 	int64_t od[MAXR] = {0};
@@ -3471,6 +3635,10 @@ static int m_expand(struct ctx *c)
 		if (dx != ds && dx != 1 && ds != 1)
 			return nerr(c->im, c->n, "shape %s does not broadcast", ilist(d, n));
 		od[i] = dx == 1 ? ds : dx;
+	}
+	if (tobatch && r == n) {
+		od[0] = -1;
+		return expand_to_batch(c, x, od, r);
 	}
 	/* fold via a multiply by ones */
 	struct val ones = {.name = "", .kind = V_CONST, .rank = r, .isint = x->isint};
@@ -3711,8 +3879,9 @@ static int run_nodes(struct imp *im)
 			if (!word_in(an, op->attrs))
 				return nerr(im, n, "attribute '%s' is not supported", an);
 		}
-		if (n->n_input > 16)
-			return nerr(im, n, "%zu inputs", n->n_input);
+		if (n->n_input > MAX_NODE_INPUTS)
+			return nerr(im, n, "%zu inputs; dlrun import reads nodes of at most %d",
+				    n->n_input, MAX_NODE_INPUTS);
 		c.n_in = (int)n->n_input;
 		for (size_t k = 0; k < n->n_input; k++) {
 			if (!n->input[k][0])
@@ -3839,7 +4008,9 @@ static int write_files(struct imp *im, const char *yaml_path, char **outs, int n
 				rc = oom(im);
 				break;
 			}
-			snprintf(keys[k], len, "%s.%s", e->name, e->par[j].key);
+			/* a parameter entry's key is its scope alone */
+			snprintf(keys[k], len, "%s%s%s", e->name, *e->par[j].key ? "." : "",
+				 e->par[j].key);
 			st[k].name = keys[k];
 			st[k].shape.ndim = e->par[j].rank;
 			memcpy(st[k].shape.d, e->par[j].dims, (size_t)e->par[j].rank * sizeof(int64_t));
@@ -3875,8 +4046,12 @@ static int write_files(struct imp *im, const char *yaml_path, char **outs, int n
 			struct entry *e = im->e[i];
 			if (!e->live)
 				continue;
-			fprintf(f, "  - name: %s\n    in: ", e->name);
-			if (e->n_in == 1) {
+			fprintf(f, "  - name: %s\n", e->name);
+			if (e->n_in)
+				fprintf(f, "    in: ");
+			if (e->n_in == 0) {
+				/* parameter: no input */
+			} else if (e->n_in == 1) {
 				fprintf(f, "%s\n", e->in[0]);
 			} else {
 				fprintf(f, "[");
@@ -4006,6 +4181,8 @@ int dl_onnx_import_buffer(const void *buf, size_t size, const char *onnx_path,
 	for (int i = 0; i < im.ne; i++) {
 		free(im.e[i]->hp);
 		free(im.e[i]->base);
+		free(im.e[i]->in);
+		free(im.e[i]->in_e);
 		for (int j = 0; j < im.e[i]->n_par; j++)
 			free(im.e[i]->par[j].data);
 		free(im.e[i]);
