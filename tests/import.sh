@@ -15,7 +15,7 @@
 
 data=$srcdir/tests/data/onnx
 models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt
-dense layer_scale class_token"
+dense layer_scale class_token window_mask"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
 attn_mask external_data no_outputs new_opset"
@@ -103,9 +103,16 @@ t_torchvision_patterns() {
 		fail "class_token: the expanded token is not a parameter entry"
 	grep -a -F -e '"gamma"' "$tmp/layer_scale/model.safetensors" >/dev/null ||
 		fail "layer_scale: a parameter entry's key is not its scope alone"
+	y=$tmp/window_mask/model.yaml
+	grep -F -e 'pad: {padding: [0, 2, 0, 1]}' "$y" >/dev/null ||
+		fail "window_mask: the pads computed with Mod and reversed by a Slice of step -1 not folded"
+	grep -F -e 'parameter: {shape: [6, 9]}' "$y" >/dev/null ||
+		fail "window_mask: the mask built by ScatterND not folded into one parameter entry"
+	[ "$(grep -c -e '^  - name:' "$y")" = 4 ] ||
+		fail "window_mask: not 4 entries (conv, pad, the mask, add)"
 	return 0
 }
-check "torchvision patterns: six-way concat, layer scale and class token as parameter entries" t_torchvision_patterns
+check "torchvision patterns: six-way concat, layer scale and class token as parameter entries, Swin's shape arithmetic folded" t_torchvision_patterns
 
 # the readable output: names from the PyTorch modules, patterns fused
 t_readable() {

@@ -335,6 +335,31 @@ class ClassToken(nn.Module):
         return self.head(t[:, 0] + t.mean(1))
 
 
+class WindowMask(nn.Module):
+    """Swin's shape arithmetic, without its windows merged into the batch:
+    the padding to a multiple of the window computed with % (Mod, folded)
+    and applied by F.pad (whose pads the exporter reverses with a Slice of
+    step -1 and transposes, folded), and the shifted windows' mask built by
+    assigning to slices of zeros (ScatterND, folded): a constant added to
+    the data, a parameter entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        h, w = x.shape[-2:]
+        x = F.pad(x, (0, (3 - w % 3) % 3, 0, (3 - h % 3) % 3))
+        m = x.new_zeros((x.shape[2], x.shape[3]))
+        cnt = 0
+        for hs in (slice(0, -3), slice(-3, -1), slice(-1, None)):
+            for ws in (slice(0, -3), slice(-3, -1), slice(-1, None)):
+                m[hs, ws] = cnt
+                cnt += 1
+        return x + m
+
+
 # name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
@@ -358,6 +383,7 @@ MODELS = {
     "dense": (Dense, (3, 5, 5), 2, "float"),
     "layer_scale": (LayerScale, (4, 5, 5), 2, "float"),
     "class_token": (ClassToken, (3, 4, 4), 3, "float"),
+    "window_mask": (WindowMask, (2, 5, 7), 2, "float"),
 }
 
 

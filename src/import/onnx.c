@@ -1185,6 +1185,15 @@ static int fold_binary(struct ctx *c, char op)
 			case '-': z = x - y; break;
 			case '*': z = x * y; break;
 			case '^': z = pow(x, y); break;
+			case '%':
+			case 'f':
+				if (y == 0)
+					return nerr(c->im, c->n, "modulo by zero");
+				z = fmod(x, y);
+				/* Python's sign (the divisor's) unless fmod is set */
+				if (op == '%' && z != 0 && (z < 0) != (y < 0))
+					z += y;
+				break;
 			case '=': z = x == y; break;
 			case '<': z = x < y; break;
 			case '>': z = x > y; break;
@@ -1561,6 +1570,58 @@ static int m_sub(struct ctx *c) { return binary(c, '-', "sub"); }
 static int m_mul(struct ctx *c) { return binary(c, '*', "mul"); }
 static int m_div(struct ctx *c) { return binary(c, '/', "div"); }
 static int m_pow(struct ctx *c) { return binary(c, '^', NULL); }
+
+static int need_all_const(struct ctx *c);
+
+static int m_mod(struct ctx *c)
+{
+	if (!is_const(c->in[0]) || (c->n_in > 1 && !is_const(c->in[1])))
+		return nerr(c->im, c->n, "a modulo of data has no dlrun op (only constants are folded)");
+	return binary(c, attr_i(c->n, "fmod", 0) ? 'f' : '%', NULL);
+}
+
+/* ScatterND on constants (the attention masks Swin builds by assigning
+ * to slices of a zeros tensor), folded. */
+static int m_scatter_nd(struct ctx *c)
+{
+	struct imp *im = c->im;
+	int rc = need_all_const(c);
+	if (rc)
+		return rc;
+	struct val *x = c->in[0], *idx = c->n_in > 1 ? c->in[1] : NULL, *up = c->n_in > 2 ? c->in[2] : NULL;
+	if (!x || !idx || !up)
+		return nerr(im, c->n, "needs data, indices and updates");
+	if (!attr_s_is(c->n, "reduction", "none", 1))
+		return nerr(im, c->n, "attribute 'reduction' other than none is not folded");
+	if (has_dyn(x) || has_dyn(idx) || has_dyn(up))
+		return nerr(im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
+	int q = idx->rank, k = q ? (int)idx->dims[q - 1] : 0;
+	if (q < 1 || k < 1 || k > x->rank)
+		return nerr(im, c->n, "indices of shape %s for data of rank %d", ilist(idx->dims, idx->rank), x->rank);
+	int64_t n = numel_of(q - 1, idx->dims), inner = numel_of(x->rank - k, x->dims + k);
+	if (up->numel != n * inner)
+		return nerr(im, c->n, "updates hold %lld values; the indices need %lld",
+			    (long long)up->numel, (long long)(n * inner));
+	struct val *o = new_const(im, c->n->output[0], x->rank, x->dims, x->isint);
+	if (!o)
+		return oom(im);
+	o->node = c->node;
+	memcpy(o->d, x->d, (size_t)x->numel * sizeof *o->d);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t off = 0;
+		for (int j = 0; j < k; j++) {
+			int64_t v = to_i64(idx->d[i * k + j]), L = x->dims[j];
+			if (v < 0)
+				v += L;
+			if (v < 0 || v >= L)
+				return nerr(im, c->n, "index %lld out of range for size %lld",
+					    (long long)to_i64(idx->d[i * k + j]), (long long)L);
+			off = off * L + v;
+		}
+		memcpy(o->d + off * inner, up->d + i * inner, (size_t)inner * sizeof *o->d);
+	}
+	return 0;
+}
 
 static int m_compare(struct ctx *c)
 {
@@ -2698,6 +2759,48 @@ static int match_mha(struct ctx *c)
 	return rc ? rc : 1;
 }
 
+/* Transpose of a constant (shape arithmetic, Swin's pads), folded. */
+static int fold_transpose(struct ctx *c, struct val *x, const int64_t *p, int np)
+{
+	int r = x->rank;
+	if (p && np != r)
+		return nerr(c->im, c->n, "attribute 'perm' has %d values for rank %d", np, r);
+	int64_t perm[MAXR], d[MAXR], st[MAXR];
+	int seen = 0;
+	for (int i = 0; i < r; i++) {
+		perm[i] = p ? p[i] : r - 1 - i;
+		if (perm[i] < 0 || perm[i] >= r || (seen & (1 << perm[i])))
+			return nerr(c->im, c->n, "attribute 'perm' %s is not a permutation", ilist(perm, r));
+		seen |= 1 << perm[i];
+		d[i] = x->dims[perm[i]];
+	}
+	/* the strides of x, read in the output's order */
+	int64_t xs[MAXR], m = 1;
+	for (int i = r - 1; i >= 0; i--) {
+		xs[i] = m;
+		m *= x->dims[i];
+	}
+	for (int i = 0; i < r; i++)
+		st[i] = xs[perm[i]];
+	struct val *o = new_const(c->im, c->n->output[0], r, d, x->isint);
+	if (!o)
+		return oom(c->im);
+	o->node = c->node;
+	int64_t idx[MAXR] = {0};
+	for (int64_t k = 0; k < o->numel; k++) {
+		int64_t off = 0;
+		for (int i = 0; i < r; i++)
+			off += idx[i] * st[i];
+		o->d[k] = x->d[off];
+		for (int i = r - 1; i >= 0; i--) {
+			if (++idx[i] < d[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	return 0;
+}
+
 static int m_transpose(struct ctx *c)
 {
 	struct imp *im = c->im;
@@ -2729,6 +2832,8 @@ static int m_transpose(struct ctx *c)
 			return 0;
 		}
 	}
+	if (is_const(x))
+		return fold_transpose(c, x, p, np);
 	int rc = need_rt(c, 0);
 	if (rc)
 		return rc;
@@ -2896,14 +3001,22 @@ static int m_slice(struct ctx *c)
 				free(tmp);
 				return rc;
 			}
-			if (sp[i] < 1) {
+			if (sp[i] == 0) {
 				free(tmp);
-				return nerr(im, c->n, "negative steps are not supported");
+				return nerr(im, c->n, "step 0");
 			}
 			int64_t L = d[a], s = st[i] < 0 ? st[i] + L : st[i], e = en[i] < 0 ? en[i] + L : en[i];
-			s = s < 0 ? 0 : s > L ? L : s;
-			e = e < 0 ? 0 : e > L ? L : e;
-			int64_t len = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+			int64_t len;
+			if (sp[i] > 0) {
+				s = s < 0 ? 0 : s > L ? L : s;
+				e = e < 0 ? 0 : e > L ? L : e;
+				len = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+			} else {
+				/* backwards (the exporter reverses pads so) */
+				s = s < 0 ? -1 : s > L - 1 ? L - 1 : s;
+				e = e < -1 ? -1 : e > L - 1 ? L - 1 : e;
+				len = s > e ? (s - e - sp[i] - 1) / -sp[i] : 0;
+			}
 			int64_t outer = numel_of((int)a, d), inner = numel_of(cur->rank - (int)a - 1, d + a + 1);
 			double *nt = malloc((size_t)(outer * len * inner + 1) * sizeof *nt);
 			if (!nt) {
@@ -3718,6 +3831,7 @@ static const struct onnx_op ops[] = {
 	{"MatMul", "", m_matmul},
 	{"MaxPool", "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", m_pool},
 	{"Mish", "", m_mish},
+	{"Mod", "fmod", m_mod},
 	{"Mul", "", m_mul},
 	{"Neg", "", m_neg},
 	{"Not", "", m_not},
@@ -3728,6 +3842,7 @@ static const struct onnx_op ops[] = {
 	{"ReduceMean", "axes keepdims noop_with_empty_axes", m_reduce_mean},
 	{"Relu", "", m_relu},
 	{"Reshape", "allowzero", m_reshape},
+	{"ScatterND", "reduction", m_scatter_nd},
 	{"Selu", "alpha gamma", m_selu},
 	{"Shape", "end start", m_shape},
 	{"Sigmoid", "", m_sigmoid},
