@@ -15,10 +15,10 @@
 
 data=$srcdir/tests/data/onnx
 models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt
-dense layer_scale class_token window_mask"
+dense layer_scale class_token window_mask einsum"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
-attn_mask external_data no_outputs new_opset"
+attn_mask external_data no_outputs new_opset einsum_trace"
 
 "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null
 built=$?
@@ -110,9 +110,12 @@ t_torchvision_patterns() {
 		fail "window_mask: the mask built by ScatterND not folded into one parameter entry"
 	[ "$(grep -c -e '^  - name:' "$y")" = 4 ] ||
 		fail "window_mask: not 4 entries (conv, pad, the mask, add)"
+	y=$tmp/einsum/model.yaml
+	[ "$(grep -c -e 'matmul: {}' "$y")" = 3 ] && [ "$(grep -c -e 'permute: {dims: \[0, 1, 3, 2\]}' "$y")" = 2 ] ||
+		fail "einsum: not three matmul entries and two permutes of the last two dimensions"
 	return 0
 }
-check "torchvision patterns: six-way concat, layer scale and class token as parameter entries, Swin's shape arithmetic folded" t_torchvision_patterns
+check "torchvision patterns: six-way concat, layer scale and class token as parameter entries, Swin's shape arithmetic folded, MaxViT's Einsum as matmul" t_torchvision_patterns
 
 # the readable output: names from the PyTorch modules, patterns fused
 t_readable() {
@@ -213,6 +216,8 @@ check "attention with a mask that is not causal: names the node and why" t_bad a
 	"$data/bad/attn_mask.onnx" "node '/attn/MatMul' (MatMul): input '/attn/Transpose_output_0' is time major"
 check "data in an external file is refused by name" t_bad ext2 \
 	"$data/bad/external_data.onnx" "initializer 'w' keeps its data in an external file"
+check "an Einsum other than a matrix product names the node and the equation" t_bad einsum2 \
+	"$data/bad/einsum_trace.onnx" "node 'trace' (Einsum): equation 'bii->bi': dlrun import maps batched matrix products only"
 check "a constant with a batch of its own names the node and why" t_bad const2 \
 	"$data/bad/const_operand.onnx" "node 'mul' (Mul): constant operand 'k' of shape [2, 4, 3] does not broadcast over the batch"
 check "initializer size mismatch names the initializer" t_bad size2 \

@@ -360,6 +360,22 @@ class WindowMask(nn.Module):
         return x + m
 
 
+class Einsum(nn.Module):
+    """MaxViT's attention products written with torch.einsum, batch first
+    (per window group g): q k^T ('bgid,bgjd->bgij'), the weights times v,
+    and the weights transposed ('bgji,bgjd->bgid'), imported as matmul
+    and permute entries."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(4, 12)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        s = torch.einsum("bgid,bgjd->bgij", q, k).softmax(-1)
+        return torch.einsum("bgij,bgjd->bgid", s, v) + torch.einsum("bgji,bgjd->bgid", s, v)
+
+
 # name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
@@ -384,6 +400,7 @@ MODELS = {
     "layer_scale": (LayerScale, (4, 5, 5), 2, "float"),
     "class_token": (ClassToken, (3, 4, 4), 3, "float"),
     "window_mask": (WindowMask, (2, 5, 7), 2, "float"),
+    "einsum": (Einsum, (2, 3, 4), 2, "float"),
 }
 
 
@@ -488,6 +505,10 @@ def bad_models(out):
         "undefined_input": model(
             [helper.make_node("Relu", ["nope"], ["y"], name="relu")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # an Einsum that is not a batched matrix product (a trace)
+        "einsum_trace": model(
+            [helper.make_node("Einsum", ["x"], ["y"], name="trace", equation="bii->bi")],
+            [f32("x", ["N", 3, 3])], [f32("y", ["N", 3])]),
         # an opset older than dlrun import reads
         "old_opset": model(
             [helper.make_node("Relu", ["x"], ["y"], name="relu")],

@@ -1114,9 +1114,16 @@ static struct val *gelu_core(struct imp *im, struct val *m, int *tanh_form)
 }
 
 /* Broadcast of two runtime shapes (batch first): the per-sample shapes
- * aligned from the right, as dlrun's add, mul, sub and div do. */
-static int bcast(struct ctx *c, const struct val *a, const struct val *b, struct val *o)
+ * aligned from the right, as dlrun's add, mul, sub and div do. Data of
+ * different ranks would align ONNX's batch with another dimension, so
+ * only a parameter entry made for the other operand (anyrank) may
+ * differ in rank. */
+static int bcast(struct ctx *c, const struct val *a, const struct val *b, struct val *o,
+		 int anyrank)
 {
+	if (a->rank != b->rank && !anyrank)
+		return nerr(c->im, c->n, "operands of rank %d and %d: dlrun broadcasts data operands of equal rank only (batch first)",
+			    a->rank, b->rank);
 	int r = a->rank > b->rank ? a->rank : b->rank;
 	int64_t d[MAXR];
 	for (int i = 1; i < r; i++) {
@@ -1524,7 +1531,7 @@ static int binary(struct ctx *c, char op, const char *dlop)
 			if (!o)
 				return oom(c->im);
 			struct val *ins[2] = {s == 0 ? x : p, s == 0 ? p : x};
-			rc = bcast(c, ins[0], ins[1], o);
+			rc = bcast(c, ins[0], ins[1], o, 1);
 			if (rc)
 				return rc;
 			return emit(c->im, c->n, NULL, NULL, dlop, NULL, ins, 2, o) ? 0 : DL_ERUN;
@@ -1558,7 +1565,7 @@ static int binary(struct ctx *c, char op, const char *dlop)
 	struct val *o = out_val(c, 0, V_RT);
 	if (!o)
 		return oom(c->im);
-	int rc = bcast(c, a, b, o);
+	int rc = bcast(c, a, b, o, 0);
 	if (rc)
 		return rc;
 	struct val *ins[2] = {a, b};
@@ -1692,6 +1699,113 @@ static int m_gemm(struct ctx *c)
 	free(w);
 	free(bias);
 	return rc;
+}
+
+/* x with its last two dimensions swapped, as a permute entry into a
+ * value of its own (suffix names the entry). */
+static struct val *swap_last(struct ctx *c, struct val *x, const char *suffix)
+{
+	struct imp *im = c->im;
+	int64_t perm[MAXR], d[MAXR];
+	for (int i = 0; i < x->rank; i++)
+		perm[i] = i;
+	perm[x->rank - 2] = x->rank - 1;
+	perm[x->rank - 1] = x->rank - 2;
+	for (int i = 0; i < x->rank; i++)
+		d[i] = x->dims[perm[i]];
+	char *hp = NULL;
+	struct val *o = new_val(im, "", V_RT);
+	if (!o || hp_add(im, &hp, "dims: %s", ilist(perm, x->rank))) {
+		oom(im);
+		return NULL;
+	}
+	set_shape(o, x->rank, d);
+	return emit(im, c->n, NULL, suffix, "permute", hp, &x, 1, o) ? o : NULL;
+}
+
+/* Einsum of two data operands whose equation is a batched matrix product
+ * (MaxViT's "B G H I D, B G H J D -> B G H I J" and "B G H I J, B G H J D
+ * -> B G H I D"): the same leading labels everywhere, the last two of
+ * each operand a pair of (row or column, summed): matmul, with permutes
+ * where an operand holds its pair the other way round. */
+static int m_einsum(struct ctx *c)
+{
+	struct imp *im = c->im;
+	const Onnx__AttributeProto *a = attr(c->n, "equation");
+	char eq[256], lab[3][MAXR + 1];
+	int nl[3] = {0, 0, 0}, part = 0;
+	if (!a || !a->has_s || a->s.len >= sizeof eq)
+		return nerr(im, c->n, "attribute 'equation' is missing or too long");
+	memcpy(eq, a->s.data, a->s.len);
+	eq[a->s.len] = 0;
+	for (const char *p = eq; *p; p++) {
+		if (*p == ' ')
+			continue;
+		if (*p == ',' && part == 0) {
+			part = 1;
+		} else if (p[0] == '-' && p[1] == '>' && part == 1) {
+			part = 2;
+			p++;
+		} else if (isalpha((unsigned char)*p) && nl[part] < MAXR) {
+			lab[part][nl[part]++] = *p;
+		} else {
+			return nerr(im, c->n, "equation '%s': dlrun import maps batched matrix products only ('...ik,...kj->...ij' and operands transposed), not ellipses, traces or more operands", eq);
+		}
+	}
+	int rc;
+	if (part != 2 || c->n_in != 2 || (rc = need_rt(c, 0)) || (rc = need_rt(c, 1)))
+		return part != 2 || c->n_in != 2 ?
+			nerr(im, c->n, "equation '%s': dlrun import maps products of two operands only", eq) : rc;
+	struct val *x = c->in[0], *y = c->in[1];
+	int r = nl[2];
+	int ok = r >= 3 && nl[0] == r && nl[1] == r && x->rank == r && y->rank == r &&
+		 memcmp(lab[0], lab[2], (size_t)(r - 2)) == 0 && memcmp(lab[1], lab[2], (size_t)(r - 2)) == 0;
+	char i = lab[2][r - 2], j = lab[2][r - 1], k = 0;
+	/* x holds {i, k}, y holds {k, j} in their last two places */
+	int tx = 0, ty = 0;
+	if (ok) {
+		if (lab[0][r - 2] == i)
+			k = lab[0][r - 1];
+		else if (lab[0][r - 1] == i)
+			k = lab[0][r - 2], tx = 1;
+		else
+			ok = 0;
+	}
+	if (ok) {
+		if (lab[1][r - 2] == k && lab[1][r - 1] == j)
+			ty = 0;
+		else if (lab[1][r - 1] == k && lab[1][r - 2] == j)
+			ty = 1;
+		else
+			ok = 0;
+		ok = ok && k != i && k != j && i != j && !memchr(lab[2], k, (size_t)r);
+		for (int t = 0; ok && t < r - 2; t++)
+			ok = lab[2][t] != i && lab[2][t] != j && lab[2][t] != k;
+	}
+	if (!ok)
+		return nerr(im, c->n, "equation '%s': dlrun import maps batched matrix products only ('...ik,...kj->...ij' and operands transposed, equal ranks of 3 or more, batch first)", eq);
+	if (tx && !(x = swap_last(c, x, "a")))
+		return DL_ERUN;
+	if (ty && !(y = swap_last(c, y, "b")))
+		return DL_ERUN;
+	for (int t = 1; t < r - 2; t++)
+		if (x->dims[t] != y->dims[t] && x->dims[t] != 1 && y->dims[t] != 1)
+			return nerr(im, c->n, "batch sizes %lld and %lld of dimension %d do not broadcast",
+				    (long long)x->dims[t], (long long)y->dims[t], t);
+	if (x->dims[r - 1] != y->dims[r - 2])
+		return nerr(im, c->n, "the summed sizes %lld and %lld differ",
+			    (long long)x->dims[r - 1], (long long)y->dims[r - 2]);
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o)
+		return oom(im);
+	int64_t d[MAXR];
+	for (int t = 1; t < r - 2; t++)
+		d[t] = x->dims[t] == 1 ? y->dims[t] : x->dims[t];
+	d[r - 2] = x->dims[r - 2];
+	d[r - 1] = y->dims[r - 1];
+	set_shape(o, r, d);
+	struct val *ins[2] = {x, y};
+	return emit(im, c->n, NULL, NULL, "matmul", NULL, ins, 2, o) ? 0 : DL_ERUN;
 }
 
 static int m_matmul(struct ctx *c)
@@ -3807,6 +3921,7 @@ static const struct onnx_op ops[] = {
 	{"Dropout", "ratio seed training_mode", m_identity},
 	{"Elu", "alpha", m_elu},
 	{"Equal", "", m_compare},
+	{"Einsum", "equation", m_einsum},
 	{"Erf", "", m_erf},
 	{"Exp", "", m_exp},
 	{"Expand", "", m_expand},
