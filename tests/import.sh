@@ -5,7 +5,7 @@
 #   of the written model gives PyTorch's output NAME-expected.npy for
 #   NAME-input.npy within 1e-4 relative;
 # - bad ONNX files (tests/data/onnx/bad, and truncated, empty and non-ONNX
-#   files made here: 21 in all) exit 2 with one line and write nothing;
+#   files made here: 23 in all) exit 2 with one line and write nothing;
 # - -o and the default output path, --help.
 # Every test is skipped when dlrun was built without ONNX import.
 #
@@ -18,7 +18,7 @@ models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent
 dense layer_scale class_token window_mask einsum"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
-attn_mask external_data no_outputs new_opset einsum_trace"
+attn_mask external_data no_outputs new_opset einsum_trace batch_merge"
 
 "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null
 built=$?
@@ -218,6 +218,8 @@ check "data in an external file is refused by name" t_bad ext2 \
 	"$data/bad/external_data.onnx" "initializer 'w' keeps its data in an external file"
 check "an Einsum other than a matrix product names the node and the equation" t_bad einsum2 \
 	"$data/bad/einsum_trace.onnx" "node 'trace' (Einsum): equation 'bii->bi': dlrun import maps batched matrix products only"
+check "the batch multiplied names the node and why" t_bad merge2 \
+	"$data/bad/batch_merge.onnx" "node 'windows' (Mul): the batch size times 4: a shape that folds other dimensions into the batch"
 check "a constant with a batch of its own names the node and why" t_bad const2 \
 	"$data/bad/const_operand.onnx" "node 'mul' (Mul): constant operand 'k' of shape [2, 4, 3] does not broadcast over the batch"
 check "initializer size mismatch names the initializer" t_bad size2 \

@@ -487,6 +487,14 @@ def bad_models(out):
              helper.make_node("Div", ["s", "two"], ["t"], name="div"),
              helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")],
             [f32("x", ["N", 6])], [f32("y", ["M", 6])]),
+        # the batch multiplied (Swin's windows folded into the batch)
+        "batch_merge": model(
+            [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Constant", [], ["k"], name="k",
+                              value=numpy_helper.from_array(np.array([4, 1], np.int64))),
+             helper.make_node("Mul", ["s", "k"], ["t"], name="windows"),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")],
+            [f32("x", ["N", 6])], [f32("y", ["M", 6])]),
         # a transpose that moves the batch
         "transpose_batch": model(
             [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])],

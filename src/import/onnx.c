@@ -1184,6 +1184,10 @@ static int fold_binary(struct ctx *c, char op)
 				z = 0;
 			else if ((op == '<' || op == '>') && x != y && (x == DYN ? y : x) < 0)
 				z = (op == '>') == (x == DYN);
+			else if (op == '*' && x != y && (x == DYN ? y : x) > 1)
+				/* Swin's windows, a reshape(B * nW, ...) */
+				return nerr(c->im, c->n, "the batch size times %g: a shape that folds other dimensions into the batch, which dlrun keeps first and whole",
+					    x == DYN ? y : x);
 			else
 				return nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
 		} else {
