@@ -5,7 +5,7 @@
 #   of the written model gives PyTorch's output NAME-expected.npy for
 #   NAME-input.npy within 1e-4 relative;
 # - bad ONNX files (tests/data/onnx/bad, and truncated, empty and non-ONNX
-#   files made here: 21 in all) exit 2 with one line and write nothing;
+#   files made here: 23 in all) exit 2 with one line and write nothing;
 # - -o and the default output path, --help.
 # Every test is skipped when dlrun was built without ONNX import.
 #
@@ -14,10 +14,11 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 data=$srcdir/tests/data/onnx
-models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt"
+models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt
+dense layer_scale class_token window_mask einsum"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
-attn_mask external_data no_outputs new_opset"
+attn_mask external_data no_outputs new_opset einsum_trace batch_merge"
 
 "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null
 built=$?
@@ -84,6 +85,37 @@ t_pointwise_yaml() {
 	return 0
 }
 check "import pointwise.onnx: Clip as relu6 and clamp, scalar arithmetic as scale" t_pointwise_yaml
+
+# torchvision's patterns: DenseNet's and Inception's wide concatenations,
+# ConvNeXt's layer scale (a constant operand as a parameter entry), ViT's
+# class token expanded to the batch (a parameter entry)
+t_torchvision_patterns() {
+	grep -F -e 'in: [x, relu, relu_1, relu_2, relu_3, relu_4]' "$tmp/dense/model.yaml" >/dev/null ||
+		fail "dense: the concatenation of six not one concat entry"
+	y=$tmp/layer_scale/model.yaml
+	grep -F -e 'parameter: {shape: [4, 1, 1]}' "$y" >/dev/null ||
+		fail "layer_scale: the [4, 1, 1] scale is not a parameter entry"
+	grep -F -e 'in: [gamma, ' "$y" >/dev/null ||
+		fail "layer_scale: the scale's entry is not named after the PyTorch parameter"
+	[ "$(grep -c -e 'parameter: {shape: \[5\]}' "$y")" = 2 ] ||
+		fail "layer_scale: table and abs(table) + 1 (folded) not two parameter entries"
+	grep -F -e 'parameter: {shape: [1, 6]}' "$tmp/class_token/model.yaml" >/dev/null ||
+		fail "class_token: the expanded token is not a parameter entry"
+	grep -a -F -e '"gamma"' "$tmp/layer_scale/model.safetensors" >/dev/null ||
+		fail "layer_scale: a parameter entry's key is not its scope alone"
+	y=$tmp/window_mask/model.yaml
+	grep -F -e 'pad: {padding: [0, 2, 0, 1]}' "$y" >/dev/null ||
+		fail "window_mask: the pads computed with Mod and reversed by a Slice of step -1 not folded"
+	grep -F -e 'parameter: {shape: [6, 9]}' "$y" >/dev/null ||
+		fail "window_mask: the mask built by ScatterND not folded into one parameter entry"
+	[ "$(grep -c -e '^  - name:' "$y")" = 4 ] ||
+		fail "window_mask: not 4 entries (conv, pad, the mask, add)"
+	y=$tmp/einsum/model.yaml
+	[ "$(grep -c -e 'matmul: {}' "$y")" = 3 ] && [ "$(grep -c -e 'permute: {dims: \[0, 1, 3, 2\]}' "$y")" = 2 ] ||
+		fail "einsum: not three matmul entries and two permutes of the last two dimensions"
+	return 0
+}
+check "torchvision patterns: six-way concat, layer scale and class token as parameter entries, Swin's shape arithmetic folded, MaxViT's Einsum as matmul" t_torchvision_patterns
 
 # the readable output: names from the PyTorch modules, patterns fused
 t_readable() {
@@ -184,6 +216,12 @@ check "attention with a mask that is not causal: names the node and why" t_bad a
 	"$data/bad/attn_mask.onnx" "node '/attn/MatMul' (MatMul): input '/attn/Transpose_output_0' is time major"
 check "data in an external file is refused by name" t_bad ext2 \
 	"$data/bad/external_data.onnx" "initializer 'w' keeps its data in an external file"
+check "an Einsum other than a matrix product names the node and the equation" t_bad einsum2 \
+	"$data/bad/einsum_trace.onnx" "node 'trace' (Einsum): equation 'bii->bi': dlrun import maps batched matrix products only"
+check "the batch multiplied names the node and why" t_bad merge2 \
+	"$data/bad/batch_merge.onnx" "node 'windows' (Mul): the batch size times 4: a shape that folds other dimensions into the batch"
+check "a constant with a batch of its own names the node and why" t_bad const2 \
+	"$data/bad/const_operand.onnx" "node 'mul' (Mul): constant operand 'k' of shape [2, 4, 3] does not broadcast over the batch"
 check "initializer size mismatch names the initializer" t_bad size2 \
 	"$data/bad/init_size.onnx" "initializer 'w' holds 44 bytes"
 

@@ -119,6 +119,10 @@ test_dropout_default_mask                        refuse an optional output left 
 test_dropout_default_mask_ratio                  refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
 test_dropout_default_ratio                       refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
 test_edge_pad                                    refuse a padding mode other than constant
+test_einsum_batch_diagonal                       refuse an Einsum other than a batched matrix product
+test_einsum_inner_prod                           refuse an Einsum other than a batched matrix product
+test_einsum_sum                                  refuse an Einsum other than a batched matrix product
+test_einsum_transpose                            refuse an Einsum other than a batched matrix product
 test_elu                                         refuse opset 6 (dlrun import reads 7 and later)
 test_elu_default                                 refuse opset 6 (dlrun import reads 7 and later)
 test_elu_example                                 refuse opset 6 (dlrun import reads 7 and later)
@@ -196,6 +200,19 @@ test_maxpool_2d_uint8                            refuse unsigned/8-bit integer d
 test_maxpool_3d_default                          refuse a pool of rank other than 1-D and 2-D
 test_maxpool_with_argmax_2d_precomputed_pads     refuse MaxPool's indices output
 test_maxpool_with_argmax_2d_precomputed_strides  refuse MaxPool's indices output
+test_mod_broadcast                               refuse a modulo of data (Mod is folded on constants only)
+test_mod_int64_fmod                              refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_float16                      refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_float32                      refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_float64                      refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_int16                        refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_int32                        refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_int64                        refuse a modulo of data (Mod is folded on constants only)
+test_mod_mixed_sign_int8                         refuse a modulo of data (Mod is folded on constants only)
+test_mod_uint16                                  refuse a modulo of data (Mod is folded on constants only)
+test_mod_uint32                                  refuse a modulo of data (Mod is folded on constants only)
+test_mod_uint64                                  refuse a modulo of data (Mod is folded on constants only)
+test_mod_uint8                                   refuse a modulo of data (Mod is folded on constants only)
 test_mul_bcast                                   refuse broadcasting between operands of different rank
 test_mul_uint8                                   refuse unsigned/8-bit integer data, which dlrun's float ops do not take
 test_mvn_expanded                                refuse works along axis 0, the batch dimension
@@ -232,6 +249,9 @@ test_reshape_reordered_last_dims                 refuse the shape is a graph inp
 test_reshape_zero_and_negative_dim               refuse the shape is a graph input, not a constant
 test_reshape_zero_dim                            refuse the shape is a graph input, not a constant
 test_rnn_seq_length                              refuse a recurrent input that is not the exporters' transpose of batch-first data
+test_scatternd                                   refuse a scatter into data (ScatterND is folded on constants only)
+test_scatternd_add                               refuse a scatter into data (ScatterND is folded on constants only)
+test_scatternd_multiply                          refuse a scatter into data (ScatterND is folded on constants only)
 test_selu                                        refuse opset 6 (dlrun import reads 7 and later)
 test_selu_default                                refuse opset 6 (dlrun import reads 7 and later)
 test_selu_example                                refuse opset 6 (dlrun import reads 7 and later)

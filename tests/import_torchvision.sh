@@ -1,10 +1,14 @@
 #!/bin/sh
 # The Done-when check of dlrun import (issue 10), printing TAP: torchvision's
-# resnet18, mobilenet_v2 and efficientnet_b0 (random weights, fixed seed)
-# exported by torch.onnx.export at opset 17, imported, run by `dlrun infer`
-# on a batch of 2 images of 224 x 224 and compared with PyTorch within 1e-4
-# relative, by tools/check_import_torchvision.sh (the files are too large to
-# commit). Skipped when $PYTHON (default /usr/bin/python3) lacks torch or
+# resnet18, mobilenet_v2 and efficientnet_b0 on a batch of 2 images of 224 x
+# 224, and inception_v3 (75 x 75: Concat of 6), densenet121 (64 x 64: Concat
+# of up to 25) and convnext_tiny (64 x 64: layer scales as parameter
+# entries), with random weights (fixed seed), exported by torch.onnx.export
+# at opset 17, imported, run by `dlrun infer` and compared with PyTorch
+# within 1e-4 relative, by tools/check_import_torchvision.sh (the files are
+# too large to commit; one Python process exports them all, about 35 s in
+# all on two cores). tools/import_sweep.py runs every torchvision
+# classifier. Skipped when $PYTHON (default /usr/bin/python3) lacks torch or
 # torchvision (Debian: python3-torch, python3-torchvision) or dlrun was
 # built without ONNX import.
 #
@@ -26,15 +30,24 @@ if [ -z "$NPYCMP" ] || [ ! -x "$NPYCMP" ]; then
 	exit 1
 fi
 
+models="resnet18 mobilenet_v2 efficientnet_b0 inception_v3:75 densenet121:64 convnext_tiny:64"
+DLRUN=$DLRUN NPYCMP=$NPYCMP PYTHON=$PYTHON TMPDIR=$tmp \
+	sh "$srcdir/tools/check_import_torchvision.sh" $models >"$tmp/out" 2>&1
 t_model() {
-	DLRUN=$DLRUN NPYCMP=$NPYCMP PYTHON=$PYTHON TMPDIR=$tmp \
-		sh "$srcdir/tools/check_import_torchvision.sh" "$1" >"$tmp/out" 2>&1 ||
-		fail "$(cat "$tmp/out")"
-	[ "${TEST_VERBOSE:-}" = yes ] && diag_file "$tmp/out"
+	line=$(grep -e "^$1 $2: " "$tmp/out")
+	[ -n "$line" ] || fail "no result for $1 at $2 x $2: $(tail -n 3 "$tmp/out")"
+	case $line in
+	*": ok ("*) ;;
+	*) fail "$line" ;;
+	esac
+	[ "${TEST_VERBOSE:-}" = yes ] && diag "$line"
 	return 0
 }
-for m in resnet18 mobilenet_v2 efficientnet_b0; do
-	check "torchvision $m: import, infer, within 1e-4 of PyTorch" t_model "$m"
+for arg in $models; do
+	m=${arg%%:*}
+	size=224
+	[ "$m" = "$arg" ] || size=${arg#*:}
+	check "torchvision $m ($size x $size): import, infer, within 1e-4 of PyTorch" t_model "$m" "$size"
 done
 
 done_testing

@@ -279,6 +279,103 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class Dense(nn.Module):
+    """DenseNet's concatenations: torch.cat of one tensor (its first
+    layer) and of six (more than four), then the spatial mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(3 + 2 * i, 2, 3, padding=1) for i in range(5))
+
+    def forward(self, x):
+        feats = [x]
+        for conv in self.convs:
+            feats.append(F.relu(conv(torch.cat(feats, 1))))
+        return torch.cat(feats, 1).mean((2, 3))
+
+
+class LayerScale(nn.Module):
+    """A ConvNeXt block: depthwise conv, layer norm channels last, an MLP,
+    the learned per-channel scale (a constant operand [C, 1, 1], imported
+    as a parameter entry) and the residual; then tables of constants
+    subtracted from and dividing the data."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.norm = nn.LayerNorm(4)
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 4)
+        self.gamma = nn.Parameter(torch.rand(4, 1, 1) + 0.5)
+        self.table = nn.Parameter(torch.randn(5))
+
+    def forward(self, x):
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(F.gelu(self.fc1(self.norm(y)))).permute(0, 3, 1, 2)
+        x = x + self.gamma * y
+        return (self.table - x) / (self.table.abs() + 1)
+
+
+class ClassToken(nn.Module):
+    """ViT's class token: a learned [1, 1, D] expanded to the batch
+    (x.expand(n, -1, -1), a parameter entry) and concatenated before the
+    patches, learned positions added, the token read back with x[:, 0]."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Conv2d(3, 6, 2, stride=2)
+        self.cls = nn.Parameter(torch.randn(1, 1, 6))
+        self.pos = nn.Parameter(torch.randn(1, 5, 6))
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        n = x.shape[0]
+        t = self.proj(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(n, -1, -1), t], 1) + self.pos
+        return self.head(t[:, 0] + t.mean(1))
+
+
+class WindowMask(nn.Module):
+    """Swin's shape arithmetic, without its windows merged into the batch:
+    the padding to a multiple of the window computed with % (Mod, folded)
+    and applied by F.pad (whose pads the exporter reverses with a Slice of
+    step -1 and transposes, folded), and the shifted windows' mask built by
+    assigning to slices of zeros (ScatterND, folded): a constant added to
+    the data, a parameter entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        h, w = x.shape[-2:]
+        x = F.pad(x, (0, (3 - w % 3) % 3, 0, (3 - h % 3) % 3))
+        m = x.new_zeros((x.shape[2], x.shape[3]))
+        cnt = 0
+        for hs in (slice(0, -3), slice(-3, -1), slice(-1, None)):
+            for ws in (slice(0, -3), slice(-3, -1), slice(-1, None)):
+                m[hs, ws] = cnt
+                cnt += 1
+        return x + m
+
+
+class Einsum(nn.Module):
+    """MaxViT's attention products written with torch.einsum, batch first
+    (per window group g): q k^T ('bgid,bgjd->bgij'), the weights times v,
+    and the weights transposed ('bgji,bgjd->bgid'), imported as matmul
+    and permute entries."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(4, 12)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        s = torch.einsum("bgid,bgjd->bgij", q, k).softmax(-1)
+        return torch.einsum("bgij,bgjd->bgid", s, v) + torch.einsum("bgji,bgjd->bgid", s, v)
+
+
 # name: (model, input shape per sample, batch, input kind[, opset])
 MODELS = {
     "cnn": (SmallCNN, (3, 11, 11), 3, "float"),
@@ -299,6 +396,11 @@ MODELS = {
     "encoder": (Encoder, (5, 12), 3, "float"),
     # opset 13: the layer norms written out too
     "gpt": (GPT, (7,), 2, "int", 13),
+    "dense": (Dense, (3, 5, 5), 2, "float"),
+    "layer_scale": (LayerScale, (4, 5, 5), 2, "float"),
+    "class_token": (ClassToken, (3, 4, 4), 3, "float"),
+    "window_mask": (WindowMask, (2, 5, 7), 2, "float"),
+    "einsum": (Einsum, (2, 3, 4), 2, "float"),
 }
 
 
@@ -385,6 +487,14 @@ def bad_models(out):
              helper.make_node("Div", ["s", "two"], ["t"], name="div"),
              helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")],
             [f32("x", ["N", 6])], [f32("y", ["M", 6])]),
+        # the batch multiplied (Swin's windows folded into the batch)
+        "batch_merge": model(
+            [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Constant", [], ["k"], name="k",
+                              value=numpy_helper.from_array(np.array([4, 1], np.int64))),
+             helper.make_node("Mul", ["s", "k"], ["t"], name="windows"),
+             helper.make_node("Reshape", ["x", "t"], ["y"], name="reshape")],
+            [f32("x", ["N", 6])], [f32("y", ["M", 6])]),
         # a transpose that moves the batch
         "transpose_batch": model(
             [helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0])],
@@ -393,15 +503,20 @@ def bad_models(out):
         "erf_alone": model(
             [helper.make_node("Erf", ["x"], ["y"], name="erf")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
-        # a constant operand of several values (no learned-constant op;
-        # an Add of a [T, D] table to [N, T, D] is a positional encoding)
+        # a constant operand with a batch of its own (constants of one
+        # sample are parameter entries)
         "const_operand": model(
-            [helper.make_node("Mul", ["x", "fc.weight"], ["y"], name="mul")],
-            [f32("x", ["N", 4, 3])], [f32("y", ["N", 4, 3])], [w]),
+            [helper.make_node("Mul", ["x", "k"], ["y"], name="mul")],
+            [f32("x", ["N", 4, 3])], [f32("y", ["N", 4, 3])],
+            [numpy_helper.from_array(np.ones((2, 4, 3), np.float32), "k")]),
         # a node input that nothing defines
         "undefined_input": model(
             [helper.make_node("Relu", ["nope"], ["y"], name="relu")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # an Einsum that is not a batched matrix product (a trace)
+        "einsum_trace": model(
+            [helper.make_node("Einsum", ["x"], ["y"], name="trace", equation="bii->bi")],
+            [f32("x", ["N", 3, 3])], [f32("y", ["N", 3])]),
         # an opset older than dlrun import reads
         "old_opset": model(
             [helper.make_node("Relu", ["x"], ["y"], name="relu")],

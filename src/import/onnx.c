@@ -69,8 +69,8 @@ struct entry {
 	const char *op;
 	char *hp;              /* "k: v, k: v" (owned), or NULL */
 	int n_in;
-	const char *in[4];
-	int in_e[4];           /* producing entries, -1 for model inputs */
+	const char **in;       /* [n_in] (owned array) */
+	int *in_e;             /* [n_in] producing entries, -1 for model inputs */
 	int n_par;
 	struct param par[8];
 	int live;
@@ -628,11 +628,17 @@ static struct entry *emit(struct imp *im, const Onnx__NodeProto *n,
 	e->op = op;
 	e->hp = hp;
 	e->n_in = n_in;
+	e->in = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in);
+	e->in_e = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in_e);
+	im->e[im->ne++] = e;   /* freed with the others from here on */
+	if (!e->in || !e->in_e) {
+		oom(im);
+		return NULL;
+	}
 	for (int i = 0; i < n_in; i++) {
 		e->in[i] = ins[i]->ref;
 		e->in_e[i] = ins[i]->entry;
 	}
-	im->e[im->ne++] = e;
 	if (out) {
 		out->kind = V_RT;
 		out->ref = e->name;
@@ -679,11 +685,14 @@ static const char *torch_prefix(const struct val *w, char *buf, size_t size)
 
 /* ---- the node mappers ---- */
 
+/* the most inputs of one node (DenseNet-201's widest Concat has 49) */
+#define MAX_NODE_INPUTS 1024
+
 struct ctx {
 	struct imp *im;
 	const Onnx__NodeProto *n;
 	int node;
-	struct val *in[16];
+	struct val *in[MAX_NODE_INPUTS];
 	int n_in;              /* inputs given (empty names are NULL) */
 };
 
@@ -779,10 +788,57 @@ static int need_rt(struct ctx *c, int k)
 	return 0;
 }
 
+/* A unary op on a constant, folded (x.abs() + 1 of a parameter); 1 when
+ * op is one this folds, else 0. */
+static int fold_unary(struct ctx *c, const char *op, int *rc)
+{
+	static const char *const known[] = {"abs", "neg", "sqrt", "exp", "log", "relu",
+					    "sigmoid", "tanh"};
+	int k = -1;
+	for (int i = 0; i < (int)(sizeof known / sizeof known[0]); i++)
+		if (strcmp(op, known[i]) == 0)
+			k = i;
+	struct val *x = c->in[0];
+	if (k < 0 || !is_const(x))
+		return 0;
+	*rc = 0;
+	if (has_dyn(x)) {
+		*rc = nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
+		return 1;
+	}
+	struct val *o = new_const(c->im, c->n->output[0], x->rank, x->dims, 0);
+	if (!o) {
+		*rc = oom(c->im);
+		return 1;
+	}
+	o->node = c->node;
+	for (int64_t i = 0; i < x->numel; i++) {
+		double v = x->d[i], y;
+		switch (k) {
+		case 0: y = fabs(v); break;
+		case 1: y = -v; break;
+		case 2: y = sqrt(v); break;
+		case 3: y = exp(v); break;
+		case 4: y = log(v); break;
+		case 5: y = v > 0 ? v : 0; break;
+		case 6: y = 1 / (1 + exp(-v)); break;
+		default: y = tanh(v);
+		}
+		o->d[i] = x->isint && k <= 1 ? y : (float)y;
+	}
+	o->isint = x->isint && k <= 1;
+	return 1;
+}
+
 /* Unary ops that map one to one. */
 static int simple(struct ctx *c, const char *op, char *hp)
 {
-	int rc = need_rt(c, 0);
+	int rc;
+	if (c->n_in > 0 && fold_unary(c, op, &rc)) {
+		free(hp);
+		return rc;
+	}
+	rc = need_rt(c, 0);
 	if (rc) {
 		free(hp);
 		return rc;
@@ -1057,23 +1113,31 @@ static struct val *gelu_core(struct imp *im, struct val *m, int *tanh_form)
 	return NULL;
 }
 
-/* Broadcast of two runtime shapes of the same rank (batch first). */
-static int bcast(struct ctx *c, const struct val *a, const struct val *b, struct val *o)
+/* Broadcast of two runtime shapes (batch first): the per-sample shapes
+ * aligned from the right, as dlrun's add, mul, sub and div do. Data of
+ * different ranks would align ONNX's batch with another dimension, so
+ * only a parameter entry made for the other operand (anyrank) may
+ * differ in rank. */
+static int bcast(struct ctx *c, const struct val *a, const struct val *b, struct val *o,
+		 int anyrank)
 {
-	if (a->rank != b->rank)
+	if (a->rank != b->rank && !anyrank)
 		return nerr(c->im, c->n, "operands of rank %d and %d: dlrun broadcasts data operands of equal rank only (batch first)",
 			    a->rank, b->rank);
+	int r = a->rank > b->rank ? a->rank : b->rank;
 	int64_t d[MAXR];
-	for (int i = 1; i < a->rank; i++) {
-		if (a->dims[i] == b->dims[i] || b->dims[i] == 1)
-			d[i] = a->dims[i];
-		else if (a->dims[i] == 1)
-			d[i] = b->dims[i];
+	for (int i = 1; i < r; i++) {
+		int ia = i - (r - a->rank), ib = i - (r - b->rank);
+		int64_t da = ia >= 1 ? a->dims[ia] : 1, db = ib >= 1 ? b->dims[ib] : 1;
+		if (da == db || db == 1)
+			d[i] = da;
+		else if (da == 1)
+			d[i] = db;
 		else
 			return nerr(c->im, c->n, "operand sizes %lld and %lld of dimension %d do not broadcast",
-				    (long long)a->dims[i], (long long)b->dims[i], i);
+				    (long long)da, (long long)db, i);
 	}
-	set_shape(o, a->rank, d);
+	set_shape(o, r, d);
 	return 0;
 }
 
@@ -1113,6 +1177,17 @@ static int fold_binary(struct ctx *c, char op)
 				z = DYN;
 			else if ((op == '+' || op == '-') && (x == DYN ? y : x) == 0 && !(op == '-' && y == DYN))
 				z = DYN;
+			/* the batch size is never negative: compared with a
+			 * negative constant (the -1 of a shape, as Expand's
+			 * exporters test for it), the answer is known */
+			else if (op == '=' && x != y && (x == DYN ? y : x) < 0)
+				z = 0;
+			else if ((op == '<' || op == '>') && x != y && (x == DYN ? y : x) < 0)
+				z = (op == '>') == (x == DYN);
+			else if (op == '*' && x != y && (x == DYN ? y : x) > 1)
+				/* Swin's windows, a reshape(B * nW, ...) */
+				return nerr(c->im, c->n, "the batch size times %g: a shape that folds other dimensions into the batch, which dlrun keeps first and whole",
+					    x == DYN ? y : x);
 			else
 				return nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
 		} else {
@@ -1121,6 +1196,15 @@ static int fold_binary(struct ctx *c, char op)
 			case '-': z = x - y; break;
 			case '*': z = x * y; break;
 			case '^': z = pow(x, y); break;
+			case '%':
+			case 'f':
+				if (y == 0)
+					return nerr(c->im, c->n, "modulo by zero");
+				z = fmod(x, y);
+				/* Python's sign (the divisor's) unless fmod is set */
+				if (op == '%' && z != 0 && (z < 0) != (y < 0))
+					z += y;
+				break;
 			case '=': z = x == y; break;
 			case '<': z = x < y; break;
 			case '>': z = x > y; break;
@@ -1279,6 +1363,48 @@ static int emit_ln(struct ctx *c, struct val *x, double eps, int nd,
 	return rc;
 }
 
+/* Constant k, an operand of data x, as a parameter entry (its key the
+ * initializer's name): k's shape aligned with x's from the right, a
+ * leading 1 at x's batch dropped, into *out. When k does not broadcast
+ * so, *out is NULL and the node's output is marked bad (an error only if
+ * something uses it). Returns 0 or an error code. */
+static int const_param(struct ctx *c, struct val *k, struct val *x, struct val **out)
+{
+	struct imp *im = c->im;
+	int r = k->rank;
+	const int64_t *d = k->dims;
+	*out = NULL;
+	if (r == x->rank && r > 1 && d[0] == 1)
+		d++, r--;
+	if (r < 1 || r >= x->rank || k->numel < 1) {
+		char buf[700];
+		snprintf(buf, sizeof buf, "node '%s' (%s): constant operand '%s' of shape %s does not broadcast over the batch of data of rank %d (a dlrun parameter holds one value per sample)",
+			 c->n->name ? c->n->name : "?", c->n->op_type, k->name, ilist(k->dims, k->rank), x->rank);
+		struct val *o = out_val(c, 0, V_RT);
+		if (!o)
+			return oom(im);
+		copy_shape(o, x);
+		return (o->bad = strdup(buf)) ? 0 : oom(im);
+	}
+	char *hp = NULL;
+	if (hp_add(im, &hp, "shape: %s", ilist(d, r)))
+		return DL_ERUN;
+	struct val *p = new_val(im, "", V_RT);
+	if (!p) {
+		free(hp);
+		return oom(im);
+	}
+	int64_t pd[MAXR] = {-1};
+	memcpy(pd + 1, d, (size_t)r * sizeof *d);
+	set_shape(p, r + 1, pd);
+	/* no input: the loader gives a parameter the batch size */
+	struct entry *e = emit(im, c->n, k->init, k->init ? NULL : "const", "parameter", hp, NULL, 0, p);
+	if (!e || add_param(im, e, "", r, d, k->d))
+		return DL_ERUN;
+	*out = p;
+	return 0;
+}
+
 static int binary(struct ctx *c, char op, const char *dlop)
 {
 	struct val *a = c->in[0], *b = c->in[1];
@@ -1397,16 +1523,22 @@ static int binary(struct ctx *c, char op, const char *dlop)
 		if (!(is_rt(x) && is_const(k)))
 			continue;
 		if (k->numel != 1) {
-			/* an error unless a pattern (layer norm's affine) takes it */
-			char buf[700];
-			snprintf(buf, sizeof buf, "node '%s' (%s): constant operand '%s' of shape %s: dlrun ops take constants of one value only here (no learned-constant op)",
-				 c->n->name ? c->n->name : "?", c->n->op_type, k->name, ilist(k->dims, k->rank));
+			/* a tensor of weights (ConvNeXt's layer scale [C, 1, 1], a
+			 * bias table): a parameter entry, broadcast over the batch,
+			 * and the op on both; a pattern that ends later (layer
+			 * norm's affine) leaves them unused, and they are dropped */
+			struct val *p;
+			int rc = const_param(c, k, x, &p);
+			if (rc || !p)
+				return rc;
 			struct val *o = out_val(c, 0, V_RT);
 			if (!o)
 				return oom(c->im);
-			copy_shape(o, x);
-			o->bad = strdup(buf);
-			return o->bad ? 0 : oom(c->im);
+			struct val *ins[2] = {s == 0 ? x : p, s == 0 ? p : x};
+			rc = bcast(c, ins[0], ins[1], o, 1);
+			if (rc)
+				return rc;
+			return emit(c->im, c->n, NULL, NULL, dlop, NULL, ins, 2, o) ? 0 : DL_ERUN;
 		}
 		double f = 1, sh = 0, v = k->d[0];
 		if (op == '*')
@@ -1437,7 +1569,7 @@ static int binary(struct ctx *c, char op, const char *dlop)
 	struct val *o = out_val(c, 0, V_RT);
 	if (!o)
 		return oom(c->im);
-	int rc = bcast(c, a, b, o);
+	int rc = bcast(c, a, b, o, 0);
 	if (rc)
 		return rc;
 	struct val *ins[2] = {a, b};
@@ -1449,6 +1581,58 @@ static int m_sub(struct ctx *c) { return binary(c, '-', "sub"); }
 static int m_mul(struct ctx *c) { return binary(c, '*', "mul"); }
 static int m_div(struct ctx *c) { return binary(c, '/', "div"); }
 static int m_pow(struct ctx *c) { return binary(c, '^', NULL); }
+
+static int need_all_const(struct ctx *c);
+
+static int m_mod(struct ctx *c)
+{
+	if (!is_const(c->in[0]) || (c->n_in > 1 && !is_const(c->in[1])))
+		return nerr(c->im, c->n, "a modulo of data has no dlrun op (only constants are folded)");
+	return binary(c, attr_i(c->n, "fmod", 0) ? 'f' : '%', NULL);
+}
+
+/* ScatterND on constants (the attention masks Swin builds by assigning
+ * to slices of a zeros tensor), folded. */
+static int m_scatter_nd(struct ctx *c)
+{
+	struct imp *im = c->im;
+	int rc = need_all_const(c);
+	if (rc)
+		return rc;
+	struct val *x = c->in[0], *idx = c->n_in > 1 ? c->in[1] : NULL, *up = c->n_in > 2 ? c->in[2] : NULL;
+	if (!x || !idx || !up)
+		return nerr(im, c->n, "needs data, indices and updates");
+	if (!attr_s_is(c->n, "reduction", "none", 1))
+		return nerr(im, c->n, "attribute 'reduction' other than none is not folded");
+	if (has_dyn(x) || has_dyn(idx) || has_dyn(up))
+		return nerr(im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
+	int q = idx->rank, k = q ? (int)idx->dims[q - 1] : 0;
+	if (q < 1 || k < 1 || k > x->rank)
+		return nerr(im, c->n, "indices of shape %s for data of rank %d", ilist(idx->dims, idx->rank), x->rank);
+	int64_t n = numel_of(q - 1, idx->dims), inner = numel_of(x->rank - k, x->dims + k);
+	if (up->numel != n * inner)
+		return nerr(im, c->n, "updates hold %lld values; the indices need %lld",
+			    (long long)up->numel, (long long)(n * inner));
+	struct val *o = new_const(im, c->n->output[0], x->rank, x->dims, x->isint);
+	if (!o)
+		return oom(im);
+	o->node = c->node;
+	memcpy(o->d, x->d, (size_t)x->numel * sizeof *o->d);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t off = 0;
+		for (int j = 0; j < k; j++) {
+			int64_t v = to_i64(idx->d[i * k + j]), L = x->dims[j];
+			if (v < 0)
+				v += L;
+			if (v < 0 || v >= L)
+				return nerr(im, c->n, "index %lld out of range for size %lld",
+					    (long long)to_i64(idx->d[i * k + j]), (long long)L);
+			off = off * L + v;
+		}
+		memcpy(o->d + off * inner, up->d + i * inner, (size_t)inner * sizeof *o->d);
+	}
+	return 0;
+}
 
 static int m_compare(struct ctx *c)
 {
@@ -1519,6 +1703,113 @@ static int m_gemm(struct ctx *c)
 	free(w);
 	free(bias);
 	return rc;
+}
+
+/* x with its last two dimensions swapped, as a permute entry into a
+ * value of its own (suffix names the entry). */
+static struct val *swap_last(struct ctx *c, struct val *x, const char *suffix)
+{
+	struct imp *im = c->im;
+	int64_t perm[MAXR], d[MAXR];
+	for (int i = 0; i < x->rank; i++)
+		perm[i] = i;
+	perm[x->rank - 2] = x->rank - 1;
+	perm[x->rank - 1] = x->rank - 2;
+	for (int i = 0; i < x->rank; i++)
+		d[i] = x->dims[perm[i]];
+	char *hp = NULL;
+	struct val *o = new_val(im, "", V_RT);
+	if (!o || hp_add(im, &hp, "dims: %s", ilist(perm, x->rank))) {
+		oom(im);
+		return NULL;
+	}
+	set_shape(o, x->rank, d);
+	return emit(im, c->n, NULL, suffix, "permute", hp, &x, 1, o) ? o : NULL;
+}
+
+/* Einsum of two data operands whose equation is a batched matrix product
+ * (MaxViT's "B G H I D, B G H J D -> B G H I J" and "B G H I J, B G H J D
+ * -> B G H I D"): the same leading labels everywhere, the last two of
+ * each operand a pair of (row or column, summed): matmul, with permutes
+ * where an operand holds its pair the other way round. */
+static int m_einsum(struct ctx *c)
+{
+	struct imp *im = c->im;
+	const Onnx__AttributeProto *a = attr(c->n, "equation");
+	char eq[256], lab[3][MAXR + 1];
+	int nl[3] = {0, 0, 0}, part = 0;
+	if (!a || !a->has_s || a->s.len >= sizeof eq)
+		return nerr(im, c->n, "attribute 'equation' is missing or too long");
+	memcpy(eq, a->s.data, a->s.len);
+	eq[a->s.len] = 0;
+	for (const char *p = eq; *p; p++) {
+		if (*p == ' ')
+			continue;
+		if (*p == ',' && part == 0) {
+			part = 1;
+		} else if (p[0] == '-' && p[1] == '>' && part == 1) {
+			part = 2;
+			p++;
+		} else if (isalpha((unsigned char)*p) && nl[part] < MAXR) {
+			lab[part][nl[part]++] = *p;
+		} else {
+			return nerr(im, c->n, "equation '%s': dlrun import maps batched matrix products only ('...ik,...kj->...ij' and operands transposed), not ellipses, traces or more operands", eq);
+		}
+	}
+	int rc;
+	if (part != 2 || c->n_in != 2 || (rc = need_rt(c, 0)) || (rc = need_rt(c, 1)))
+		return part != 2 || c->n_in != 2 ?
+			nerr(im, c->n, "equation '%s': dlrun import maps products of two operands only", eq) : rc;
+	struct val *x = c->in[0], *y = c->in[1];
+	int r = nl[2];
+	int ok = r >= 3 && nl[0] == r && nl[1] == r && x->rank == r && y->rank == r &&
+		 memcmp(lab[0], lab[2], (size_t)(r - 2)) == 0 && memcmp(lab[1], lab[2], (size_t)(r - 2)) == 0;
+	char i = lab[2][r - 2], j = lab[2][r - 1], k = 0;
+	/* x holds {i, k}, y holds {k, j} in their last two places */
+	int tx = 0, ty = 0;
+	if (ok) {
+		if (lab[0][r - 2] == i)
+			k = lab[0][r - 1];
+		else if (lab[0][r - 1] == i)
+			k = lab[0][r - 2], tx = 1;
+		else
+			ok = 0;
+	}
+	if (ok) {
+		if (lab[1][r - 2] == k && lab[1][r - 1] == j)
+			ty = 0;
+		else if (lab[1][r - 1] == k && lab[1][r - 2] == j)
+			ty = 1;
+		else
+			ok = 0;
+		ok = ok && k != i && k != j && i != j && !memchr(lab[2], k, (size_t)r);
+		for (int t = 0; ok && t < r - 2; t++)
+			ok = lab[2][t] != i && lab[2][t] != j && lab[2][t] != k;
+	}
+	if (!ok)
+		return nerr(im, c->n, "equation '%s': dlrun import maps batched matrix products only ('...ik,...kj->...ij' and operands transposed, equal ranks of 3 or more, batch first)", eq);
+	if (tx && !(x = swap_last(c, x, "a")))
+		return DL_ERUN;
+	if (ty && !(y = swap_last(c, y, "b")))
+		return DL_ERUN;
+	for (int t = 1; t < r - 2; t++)
+		if (x->dims[t] != y->dims[t] && x->dims[t] != 1 && y->dims[t] != 1)
+			return nerr(im, c->n, "batch sizes %lld and %lld of dimension %d do not broadcast",
+				    (long long)x->dims[t], (long long)y->dims[t], t);
+	if (x->dims[r - 1] != y->dims[r - 2])
+		return nerr(im, c->n, "the summed sizes %lld and %lld differ",
+			    (long long)x->dims[r - 1], (long long)y->dims[r - 2]);
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o)
+		return oom(im);
+	int64_t d[MAXR];
+	for (int t = 1; t < r - 2; t++)
+		d[t] = x->dims[t] == 1 ? y->dims[t] : x->dims[t];
+	d[r - 2] = x->dims[r - 2];
+	d[r - 1] = y->dims[r - 1];
+	set_shape(o, r, d);
+	struct val *ins[2] = {x, y};
+	return emit(im, c->n, NULL, NULL, "matmul", NULL, ins, 2, o) ? 0 : DL_ERUN;
 }
 
 static int m_matmul(struct ctx *c)
@@ -2586,6 +2877,48 @@ static int match_mha(struct ctx *c)
 	return rc ? rc : 1;
 }
 
+/* Transpose of a constant (shape arithmetic, Swin's pads), folded. */
+static int fold_transpose(struct ctx *c, struct val *x, const int64_t *p, int np)
+{
+	int r = x->rank;
+	if (p && np != r)
+		return nerr(c->im, c->n, "attribute 'perm' has %d values for rank %d", np, r);
+	int64_t perm[MAXR], d[MAXR], st[MAXR];
+	int seen = 0;
+	for (int i = 0; i < r; i++) {
+		perm[i] = p ? p[i] : r - 1 - i;
+		if (perm[i] < 0 || perm[i] >= r || (seen & (1 << perm[i])))
+			return nerr(c->im, c->n, "attribute 'perm' %s is not a permutation", ilist(perm, r));
+		seen |= 1 << perm[i];
+		d[i] = x->dims[perm[i]];
+	}
+	/* the strides of x, read in the output's order */
+	int64_t xs[MAXR], m = 1;
+	for (int i = r - 1; i >= 0; i--) {
+		xs[i] = m;
+		m *= x->dims[i];
+	}
+	for (int i = 0; i < r; i++)
+		st[i] = xs[perm[i]];
+	struct val *o = new_const(c->im, c->n->output[0], r, d, x->isint);
+	if (!o)
+		return oom(c->im);
+	o->node = c->node;
+	int64_t idx[MAXR] = {0};
+	for (int64_t k = 0; k < o->numel; k++) {
+		int64_t off = 0;
+		for (int i = 0; i < r; i++)
+			off += idx[i] * st[i];
+		o->d[k] = x->d[off];
+		for (int i = r - 1; i >= 0; i--) {
+			if (++idx[i] < d[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	return 0;
+}
+
 static int m_transpose(struct ctx *c)
 {
 	struct imp *im = c->im;
@@ -2617,6 +2950,8 @@ static int m_transpose(struct ctx *c)
 			return 0;
 		}
 	}
+	if (is_const(x))
+		return fold_transpose(c, x, p, np);
 	int rc = need_rt(c, 0);
 	if (rc)
 		return rc;
@@ -2695,10 +3030,10 @@ static int m_concat(struct ctx *c)
 	}
 	if (anyc)
 		return nerr(im, c->n, "a constant concatenated with data has no dlrun op");
+	if (c->n_in == 1)   /* torch.cat([x]): DenseNet's first layers */
+		return alias(c, x, 0);
 	if (ax == 0)
 		return nerr(im, c->n, "axis 0 is the batch dimension, which dlrun ops do not change");
-	if (c->n_in > 4)
-		return nerr(im, c->n, "%d inputs; dlrun import concatenates at most 4 at once", c->n_in);
 	for (int i = 0; i < c->n_in; i++)
 		if (c->in[i]->bad)
 			return nerr(im, c->n, "%s", c->in[i]->bad);
@@ -2784,14 +3119,22 @@ static int m_slice(struct ctx *c)
 				free(tmp);
 				return rc;
 			}
-			if (sp[i] < 1) {
+			if (sp[i] == 0) {
 				free(tmp);
-				return nerr(im, c->n, "negative steps are not supported");
+				return nerr(im, c->n, "step 0");
 			}
 			int64_t L = d[a], s = st[i] < 0 ? st[i] + L : st[i], e = en[i] < 0 ? en[i] + L : en[i];
-			s = s < 0 ? 0 : s > L ? L : s;
-			e = e < 0 ? 0 : e > L ? L : e;
-			int64_t len = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+			int64_t len;
+			if (sp[i] > 0) {
+				s = s < 0 ? 0 : s > L ? L : s;
+				e = e < 0 ? 0 : e > L ? L : e;
+				len = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+			} else {
+				/* backwards (the exporter reverses pads so) */
+				s = s < 0 ? -1 : s > L - 1 ? L - 1 : s;
+				e = e < -1 ? -1 : e > L - 1 ? L - 1 : e;
+				len = s > e ? (s - e - sp[i] - 1) / -sp[i] : 0;
+			}
 			int64_t outer = numel_of((int)a, d), inner = numel_of(cur->rank - (int)a - 1, d + a + 1);
 			double *nt = malloc((size_t)(outer * len * inner + 1) * sizeof *nt);
 			if (!nt) {
@@ -3453,6 +3796,47 @@ static int m_constant_of_shape(struct ctx *c)
 	return 0;
 }
 
+/* Expand of a constant to a shape whose first size is the batch (ViT's
+ * class token, x.expand(n, -1, -1)): a parameter entry holding one
+ * sample, the constant broadcast to the other sizes. */
+static int expand_to_batch(struct ctx *c, struct val *x, const int64_t *od, int r)
+{
+	struct imp *im = c->im;
+	if (r < 2 || (x->rank == r && x->dims[0] != 1))
+		return nerr(im, c->n, "a constant of shape %s expanded to the batch: dlrun's parameter holds one sample",
+			    ilist(x->dims, x->rank));
+	int64_t n = numel_of(r - 1, od + 1);
+	double *d = malloc((size_t)(n + 1) * sizeof *d);
+	if (!d)
+		return oom(im);
+	int64_t idx[MAXR] = {0};
+	for (int64_t k = 0; k < n; k++) {
+		int64_t kx = 0;
+		for (int i = 1; i < r; i++) {
+			int ix = i - (r - x->rank);
+			if (ix >= 0)
+				kx = kx * x->dims[ix] + (x->dims[ix] == 1 ? 0 : idx[i]);
+		}
+		d[k] = x->d[kx];
+		for (int i = r - 1; i >= 1; i--) {
+			if (++idx[i] < od[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	char *hp = NULL;
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o || hp_add(im, &hp, "shape: %s", ilist(od + 1, r - 1))) {
+		free(d);
+		return oom(im);
+	}
+	set_shape(o, r, od);
+	struct entry *e = emit(im, c->n, x->init, NULL, "parameter", hp, NULL, 0, o);
+	int rc = e ? add_param(im, e, "", r - 1, od + 1, d) : DL_ERUN;
+	free(d);
+	return rc;
+}
+
 static int m_expand(struct ctx *c)
 {
 	int rc = need_all_const(c);
@@ -3460,8 +3844,19 @@ static int m_expand(struct ctx *c)
 		return rc;
 	int64_t d[MAXR];
 	int n;
-	if ((rc = const_ints(c, 1, "shape", d, MAXR, &n)))
+	struct val *sv = c->n_in > 1 ? c->in[1] : NULL;
+	int tobatch = is_const(sv) && sv->numel >= 1 && sv->numel <= MAXR && sv->d[0] == DYN;
+	if (tobatch) {
+		for (int i = 1; i < (int)sv->numel; i++)
+			if (sv->d[i] == DYN)
+				return nerr(c->im, c->n, "the batch size inside the target shape: a shape that cannot be folded");
+		n = (int)sv->numel;
+		d[0] = 1;
+		for (int i = 1; i < n; i++)
+			d[i] = to_i64(sv->d[i]);
+	} else if ((rc = const_ints(c, 1, "shape", d, MAXR, &n))) {
 		return rc;
+	}
 	struct val *x = c->in[0];
 	int r = n > x->rank ? n : x->rank;
 	int64_t od[MAXR] = {0};
@@ -3471,6 +3866,10 @@ static int m_expand(struct ctx *c)
 		if (dx != ds && dx != 1 && ds != 1)
 			return nerr(c->im, c->n, "shape %s does not broadcast", ilist(d, n));
 		od[i] = dx == 1 ? ds : dx;
+	}
+	if (tobatch && r == n) {
+		od[0] = -1;
+		return expand_to_batch(c, x, od, r);
 	}
 	/* fold via a multiply by ones */
 	struct val ones = {.name = "", .kind = V_CONST, .rank = r, .isint = x->isint};
@@ -3526,6 +3925,7 @@ static const struct onnx_op ops[] = {
 	{"Dropout", "ratio seed training_mode", m_identity},
 	{"Elu", "alpha", m_elu},
 	{"Equal", "", m_compare},
+	{"Einsum", "equation", m_einsum},
 	{"Erf", "", m_erf},
 	{"Exp", "", m_exp},
 	{"Expand", "", m_expand},
@@ -3550,6 +3950,7 @@ static const struct onnx_op ops[] = {
 	{"MatMul", "", m_matmul},
 	{"MaxPool", "auto_pad ceil_mode dilations kernel_shape pads storage_order strides", m_pool},
 	{"Mish", "", m_mish},
+	{"Mod", "fmod", m_mod},
 	{"Mul", "", m_mul},
 	{"Neg", "", m_neg},
 	{"Not", "", m_not},
@@ -3560,6 +3961,7 @@ static const struct onnx_op ops[] = {
 	{"ReduceMean", "axes keepdims noop_with_empty_axes", m_reduce_mean},
 	{"Relu", "", m_relu},
 	{"Reshape", "allowzero", m_reshape},
+	{"ScatterND", "reduction", m_scatter_nd},
 	{"Selu", "alpha gamma", m_selu},
 	{"Shape", "end start", m_shape},
 	{"Sigmoid", "", m_sigmoid},
@@ -3711,8 +4113,9 @@ static int run_nodes(struct imp *im)
 			if (!word_in(an, op->attrs))
 				return nerr(im, n, "attribute '%s' is not supported", an);
 		}
-		if (n->n_input > 16)
-			return nerr(im, n, "%zu inputs", n->n_input);
+		if (n->n_input > MAX_NODE_INPUTS)
+			return nerr(im, n, "%zu inputs; dlrun import reads nodes of at most %d",
+				    n->n_input, MAX_NODE_INPUTS);
 		c.n_in = (int)n->n_input;
 		for (size_t k = 0; k < n->n_input; k++) {
 			if (!n->input[k][0])
@@ -3839,7 +4242,9 @@ static int write_files(struct imp *im, const char *yaml_path, char **outs, int n
 				rc = oom(im);
 				break;
 			}
-			snprintf(keys[k], len, "%s.%s", e->name, e->par[j].key);
+			/* a parameter entry's key is its scope alone */
+			snprintf(keys[k], len, "%s%s%s", e->name, *e->par[j].key ? "." : "",
+				 e->par[j].key);
 			st[k].name = keys[k];
 			st[k].shape.ndim = e->par[j].rank;
 			memcpy(st[k].shape.d, e->par[j].dims, (size_t)e->par[j].rank * sizeof(int64_t));
@@ -3875,8 +4280,12 @@ static int write_files(struct imp *im, const char *yaml_path, char **outs, int n
 			struct entry *e = im->e[i];
 			if (!e->live)
 				continue;
-			fprintf(f, "  - name: %s\n    in: ", e->name);
-			if (e->n_in == 1) {
+			fprintf(f, "  - name: %s\n", e->name);
+			if (e->n_in)
+				fprintf(f, "    in: ");
+			if (e->n_in == 0) {
+				/* parameter: no input */
+			} else if (e->n_in == 1) {
 				fprintf(f, "%s\n", e->in[0]);
 			} else {
 				fprintf(f, "[");
@@ -4006,6 +4415,8 @@ int dl_onnx_import_buffer(const void *buf, size_t size, const char *onnx_path,
 	for (int i = 0; i < im.ne; i++) {
 		free(im.e[i]->hp);
 		free(im.e[i]->base);
+		free(im.e[i]->in);
+		free(im.e[i]->in_e);
 		for (int j = 0; j < im.e[i]->n_par; j++)
 			free(im.e[i]->par[j].data);
 		free(im.e[i]);
