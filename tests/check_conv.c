@@ -1080,6 +1080,25 @@ START_TEST(test_conv_backward_groups)
 }
 END_TEST
 
+/* Output planes of at most DL_SKINNY_N cells, whose forward multiplies
+ * as dot products (dl_sgemm_skinny) on transposed columns: batch 1 (the
+ * threads sharing the unit at 2) and 3, stride 2, groups, an odd channel
+ * count; against the float64 reference. */
+START_TEST(test_conv_skinny)
+{
+	static const struct ref_case t[] = {
+		{"conv2d", "out_channels: 40, kernel_size: 3, padding: 1", {1, 24, 2, 2}, 1, 1},
+		{"conv2d", "out_channels: 33, kernel_size: 3, stride: 2, padding: 1", {3, 20, 5, 6}, 1, 1},
+		{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1, groups: 2", {2, 8, 1, 3}, 1, 1},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++)
+			check_reference(&t[k], 400 + k, threads, -1);
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* Depthwise layers that the channel-blocked forward serves (src/ops/conv.c
  * dw_cb: blocks of at most DW_CB_MAX_FLOATS) at odd sizes: channel counts that leave a partial block of lanes, a channel
  * multiplier, strides 1 and 2, kernels 3, 5 and 3x5 with dilation,
@@ -1545,6 +1564,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_sgemm_split_regions);
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_conv_backward_groups);
+	tcase_add_test(tc, test_conv_skinny);
 	tcase_add_test(tc, test_depthwise_blocked);
 	tcase_add_test(tc, test_pointwise_batched);
 	tcase_add_test(tc, test_conv_wino4_accuracy);

@@ -427,6 +427,49 @@ START_TEST(gemm_vectors_match_reference)
 }
 END_TEST
 
+/* dl_sgemm_skinny against the reference at every column count up to
+ * DL_SKINNY_N, row counts around its tile of 4, K below, at and past a
+ * vector, leading dimensions longer than the rows; and each element's
+ * bits whatever rows and columns the call was given (gemm.h says so:
+ * the convolutions split a product's rows among threads). */
+START_TEST(gemm_skinny_matches_reference)
+{
+	static const int Ms[] = {1, 3, 4, 7, 37}, Ks[] = {1, 7, 8, 9, 300};
+	struct dl_rng r;
+	dl_rng_seed(&r, 23);
+	enum { PAD = 3, MAXM = 37, MAXK = 300, MAXN = DL_SKINNY_N };
+	static float A[MAXM * (MAXK + PAD)], Bt[MAXN * (MAXK + PAD)];
+	static float C[MAXM * (MAXN + PAD)], R[MAXM * (MAXN + PAD)], S[MAXM * (MAXN + PAD)];
+	for (size_t i = 0; i < sizeof A / sizeof *A; i++)
+		A[i] = (float)dl_rng_normal(&r);
+	for (size_t i = 0; i < sizeof Bt / sizeof *Bt; i++)
+		Bt[i] = (float)dl_rng_normal(&r);
+	for (int mi = 0; mi < 5; mi++)
+		for (int ki = 0; ki < 5; ki++)
+			for (int N = 1; N <= DL_SKINNY_N; N++) {
+				int M = Ms[mi], K = Ks[ki], lda = K + PAD, ldb = K + PAD, ldc = N + PAD;
+				dl_sgemm_skinny(M, N, K, A, lda, Bt, ldb, C, ldc);
+				dl_sgemm_ref(0, 1, M, N, K, 1.0f, A, lda, Bt, ldb, 0.0f, R, ldc);
+				for (int m = 0; m < M; m++)
+					for (int n = 0; n < N; n++)
+						ck_assert_msg(fabsf(C[m * ldc + n] - R[m * ldc + n]) <=
+							      1e-5f * (float)K,
+							      "M %d N %d K %d: C[%d, %d] %g, reference %g",
+							      M, N, K, m, n, C[m * ldc + n], R[m * ldc + n]);
+				if (M < 3 || N < 2)
+					continue;
+				/* rows 1.. and columns 1.. alone: the same bits */
+				dl_sgemm_skinny(M - 1, N - 1, K, A + lda, lda, Bt + ldb, ldb, S, ldc);
+				for (int m = 1; m < M; m++)
+					for (int n = 1; n < N; n++)
+						ck_assert_msg(memcmp(&S[(m - 1) * ldc + n - 1], &C[m * ldc + n],
+								     sizeof(float)) == 0,
+							      "M %d N %d K %d: C[%d, %d] changes with the rows given",
+							      M, N, K, m, n);
+			}
+}
+END_TEST
+
 /* dl_epilogue_lanes (channels in vector lanes: the depthwise forward's
  * fused epilogue) gives the bits of dl_epilogue_row on the same values
  * (fuse.h says so), for each kind of epilogue without a residual, a
@@ -575,6 +618,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, gemm_row_blocks_match_reference);
 	tcase_add_test(tc, gemm_vectors_match_reference);
 	tcase_add_test(tc, epilogue_lanes_match_rows);
+	tcase_add_test(tc, gemm_skinny_matches_reference);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;

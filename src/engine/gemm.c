@@ -8,6 +8,7 @@
 #include "engine/gemm.h"
 #include "engine/op.h"
 #include "engine/threads.h"
+#include "engine/vmath.h"
 
 /* Products below this many multiply-adds (about 0.3 ms of one core's
  * work) run on one thread: splitting them saves little, and waking an
@@ -123,6 +124,92 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 		return;
 	}
 	sgemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* dl_sgemm_skinny's vectors: 8 floats (generic vectors, so every clone,
+ * the baseline's pairs of SSE registers included, adds the same lanes in
+ * the same order; the build does not contract to FMA) */
+typedef float sk_v8 __attribute__((vector_size(32)));
+typedef float sk_v8u __attribute__((vector_size(32), aligned(4), may_alias));
+#define SK_LD(p) (*(const sk_v8u *)(p))
+
+/* The sum of one dot product: v's lanes pairwise, then the k from k0 */
+static inline __attribute__((always_inline)) float
+skinny_sum(sk_v8 v, const float *a, const float *b, int k0, int K)
+{
+	float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+	for (int t = k0; t < K; t++)
+		s += a[t] * b[t];
+	return s;
+}
+
+/* R rows of A times NB rows of Bt (R 1 or 4, NB 1 or 2, constants where
+ * inlined): the R x NB dot products. Named accumulators, not an array,
+ * keep them in registers. */
+static inline __attribute__((always_inline)) void
+skinny_tile(const float *A, int lda, const float *Bt, int ldb, float *C, int ldc,
+	    int K, const int R, const int NB)
+{
+	const float *a0 = A, *a1 = A + (R > 1 ? lda : 0), *a2 = A + (R > 1 ? 2L * lda : 0);
+	const float *a3 = A + (R > 1 ? 3L * lda : 0);
+	const float *b0 = Bt, *b1 = Bt + (NB > 1 ? ldb : 0);
+	sk_v8 c00 = {0}, c10 = {0}, c20 = {0}, c30 = {0};
+	sk_v8 c01 = {0}, c11 = {0}, c21 = {0}, c31 = {0};
+	int k = 0;
+	for (; k + 8 <= K; k += 8) {
+		sk_v8 u = SK_LD(b0 + k), w = SK_LD(b1 + k), x = SK_LD(a0 + k);
+		c00 += x * u;
+		if (NB > 1)
+			c01 += x * w;
+		if (R > 1) {
+			x = SK_LD(a1 + k);
+			c10 += x * u;
+			if (NB > 1)
+				c11 += x * w;
+			x = SK_LD(a2 + k);
+			c20 += x * u;
+			if (NB > 1)
+				c21 += x * w;
+			x = SK_LD(a3 + k);
+			c30 += x * u;
+			if (NB > 1)
+				c31 += x * w;
+		}
+	}
+	C[0] = skinny_sum(c00, a0, b0, k, K);
+	if (NB > 1)
+		C[1] = skinny_sum(c01, a0, b1, k, K);
+	if (R == 1)
+		return;
+	C[ldc] = skinny_sum(c10, a1, b0, k, K);
+	C[2L * ldc] = skinny_sum(c20, a2, b0, k, K);
+	C[3L * ldc] = skinny_sum(c30, a3, b0, k, K);
+	if (NB > 1) {
+		C[ldc + 1] = skinny_sum(c11, a1, b1, k, K);
+		C[2L * ldc + 1] = skinny_sum(c21, a2, b1, k, K);
+		C[3L * ldc + 1] = skinny_sum(c31, a3, b1, k, K);
+	}
+}
+
+DL_CLONES void dl_sgemm_skinny(int M, int N, int K, const float *A, int lda,
+			       const float *Bt, int ldb, float *C, int ldc)
+{
+	for (int m = 0; m < M; m += 4) {
+		const float *a = A + (long)m * lda;
+		float *c = C + (long)m * ldc;
+		int n = 0;
+		if (M - m >= 4) {
+			for (; n + 2 <= N; n += 2)
+				skinny_tile(a, lda, Bt + (long)n * ldb, ldb, c + n, ldc, K, 4, 2);
+			if (n < N)
+				skinny_tile(a, lda, Bt + (long)n * ldb, ldb, c + n, ldc, K, 4, 1);
+			continue;
+		}
+		for (int r = 0; r < M - m; r++)
+			for (n = 0; n < N; n++)
+				skinny_tile(a + (long)r * lda, lda, Bt + (long)n * ldb, ldb,
+					    c + (long)r * ldc + n, ldc, K, 1, 1);
+	}
 }
 
 void dl_sgemm_ref(int ta, int tb, int M, int N, int K, float alpha,

@@ -2063,6 +2063,28 @@ static struct unit unit_of(const struct geom *g, int64_t u, int64_t rows,
  * thread filling rows of them, then after a barrier its part of the
  * output channels. Pointwise layers read the input in place: no columns,
  * no barrier. */
+/* Units of few columns (a plane of at most DL_SKINNY_N cells: resnet18's
+ * layer4 at 64x64 input, 2x2, at any batch) multiply as dot products
+ * (dl_sgemm_skinny) on their columns transposed, which sit after them in
+ * the slot (it holds the weights' size again, for backward: cols <= OC);
+ * OpenBLAS packed the whole [512, 4608] weight for 4 columns (51% of
+ * resnet18's 64x64 batch-1 forward in sgemm_oncopy). Pointwise layers
+ * keep OpenBLAS: at batch > 1 they run grouped (pw_forward_batched), and
+ * a sample's bits would then change with its batch. */
+static int skinny_cols(const struct geom *g, int64_t cols)
+{
+	return !pointwise(g) && cols <= DL_SKINNY_N && cols <= g->OC;
+}
+
+/* bt [cols, K] rows r in [r0, r1) of col [K, cols] transposed */
+static void col_transpose(float *restrict bt, const float *restrict col, int64_t K,
+			  int64_t cols, int64_t r0, int64_t r1)
+{
+	for (int64_t r = r0; r < r1; r++)
+		for (int64_t c = 0; c < cols; c++)
+			bt[c * K + r] = col[r * cols + c];
+}
+
 static void conv_forward_shared(float *y, const float *x, const float *w,
 				const float *b, float *ws, const struct geom *g, int nt,
 				const struct dl_epilogue *e, const float *res,
@@ -2083,11 +2105,14 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 			float *yt = un.yt;
 			const float *B = xg + oh0 * g->OW;
 			int64_t ldb = P;
+			int skinny = skinny_cols(g, cols);
 			if (!pw1) {
 				for (int s = me; s < nt; s += team) {
 					int64_t lo, hi;
 					part_of(K, nt, s, &lo, &hi);
 					im2col_part(ws, xg, wn, oh0, oh1, lo, hi, 0);
+					if (skinny)
+						col_transpose(ws + K * cols, ws, K, cols, lo, hi);
 				}
 				#pragma omp barrier
 				B = ws;
@@ -2099,8 +2124,14 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 				if (lo >= hi)
 					continue;
 				float *yp = yt + lo * P;
-				dl_sgemm(0, 0, (int)(hi - lo), (int)cols, (int)K, 1.0f,
-					 w + (gi * OCg + lo) * K, (int)K, B, (int)ldb, 0.0f, yp, (int)P);
+				if (skinny)
+					dl_sgemm_skinny((int)(hi - lo), (int)cols, (int)K,
+							w + (gi * OCg + lo) * K, (int)K, ws + K * cols,
+							(int)K, yp, (int)P);
+				else
+					dl_sgemm(0, 0, (int)(hi - lo), (int)cols, (int)K, 1.0f,
+						 w + (gi * OCg + lo) * K, (int)K, B, (int)ldb, 0.0f,
+						 yp, (int)P);
 				if (b)
 					add_bias_rows(yp, b + gi * OCg + lo, hi - lo, cols, P);
 				for (int64_t o = lo; e && o < hi; o++)
@@ -2213,8 +2244,14 @@ static void conv_forward(float *y, const float *x, const float *w,
 			B = col;
 			ldb = cols;
 		}
-		dl_sgemm(0, 0, (int)OCg, (int)cols, (int)K, 1.0f, w + gi * OCg * K,
-			 (int)K, B, (int)ldb, 0.0f, yt, (int)P);
+		if (skinny_cols(g, cols)) {
+			float *bt = (float *)B + K * cols;
+			col_transpose(bt, B, K, cols, 0, K);
+			dl_sgemm_skinny((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K,
+					bt, (int)K, yt, (int)P);
+		} else
+			dl_sgemm(0, 0, (int)OCg, (int)cols, (int)K, 1.0f, w + gi * OCg * K,
+				 (int)K, B, (int)ldb, 0.0f, yt, (int)P);
 		if (b)
 			add_bias_rows(yt, b + gi * OCg, OCg, cols, P);
 		for (int64_t o = 0; e && o < OCg; o++)
