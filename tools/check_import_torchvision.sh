@@ -23,39 +23,16 @@ trap 'rm -rf "$tmp"' EXIT
 failed=0
 # one Python process exports them all (starting torch takes seconds); a
 # model it cannot export leaves its .export.log and no .onnx
-"$PYTHON" - "$tmp" "$@" <<'PY' 2>"$tmp/export.log"
-import io, sys, traceback
-import numpy as np
-import torch
-import torchvision
+"$PYTHON" - "$tmp" "$top/tools" "$@" <<'PY' 2>"$tmp/export.log"
+import sys, traceback
+sys.path.insert(0, sys.argv[2])
+from import_sweep import export   # the sweep's export: the same models and files
 
 out = sys.argv[1]
-for arg in sys.argv[2:]:
+for arg in sys.argv[3:]:
     name, _, size = arg.partition(":")
-    size = int(size or 224)
     try:
-        torch.manual_seed(0)
-        model = getattr(torchvision.models, name)(weights=None).eval()
-        g = torch.Generator().manual_seed(1)
-        with torch.no_grad():
-            # batch-norm statistics that are not the identity
-            for mod in model.modules():
-                if isinstance(mod, torch.nn.BatchNorm2d):
-                    mod.running_mean.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
-                    mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
-            # parameters initialised to one value (ViT's zero head,
-            # ConvNeXt's layer scale 1e-6) would hide what they multiply
-            for p in model.parameters():
-                if p.numel() > 1 and bool((p == p.flatten()[0]).all()):
-                    p.add_(torch.randn(p.shape, generator=g) * 0.1)
-        x = torch.randn(2, 3, size, size, generator=g)
-        torch.onnx.export(model, x, f"{out}/{name}.onnx", opset_version=17,
-                          input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
-        with torch.no_grad():
-            y = model.double()(x.double()).float()
-        np.save(f"{out}/{name}-input.npy", x.numpy())
-        np.save(f"{out}/{name}-expected.npy", y.numpy())
+        export(name, int(size or 224), out)
     except Exception:
         with open(f"{out}/{name}.export.log", "w") as f:
             f.write(traceback.format_exc())

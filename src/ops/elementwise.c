@@ -182,33 +182,8 @@ DL_CLONES static void elt_forward(enum elt_kind kind, float *out,
 	}
 }
 
-/* d out / d x_k at element j of row idx, times g */
-static inline float elt_grad(enum elt_kind kind, const struct dl_tensor *in,
-			     const struct bcast *p, int k, const int64_t *idx,
-			     int64_t j, float g)
-{
-	switch (kind) {
-	case ELT_ADD:
-		return g;
-	case ELT_SUB:
-		return k == 0 ? g : -g;
-	case ELT_MUL:
-		for (int m = 0; m < p->K; m++)
-			if (m != k)
-				g *= bcast_at(p, in, m, idx, j);
-		return g;
-	case ELT_DIV: {
-		float b = bcast_at(p, in, 1, idx, j);
-		if (k == 0)
-			return g / b;
-		return -g * bcast_at(p, in, 0, idx, j) / (b * b);
-	}
-	}
-	return 0.0f;
-}
-
-/* The gradient of a two-input op's input k at one element: elt_grad's
- * operations in its order, so the same bits */
+/* The gradient of a two-input op's input k at one element, g times d out
+ * / d x_k: a, b the inputs' elements there */
 static inline __attribute__((always_inline)) float elt_grad2(enum elt_kind kind,
 	int k, float g, float a, float b)
 {
@@ -223,6 +198,23 @@ static inline __attribute__((always_inline)) float elt_grad2(enum elt_kind kind,
 		return k == 0 ? g / b : -g * a / (b * b);
 	}
 	return 0.0f;
+}
+
+/* d out / d x_k at element j of row idx, times g (a product of more than
+ * two inputs: times every other input, in order) */
+static inline float elt_grad(enum elt_kind kind, const struct dl_tensor *in,
+			     const struct bcast *p, int k, const int64_t *idx,
+			     int64_t j, float g)
+{
+	if (kind == ELT_MUL && p->K > 2) {
+		for (int m = 0; m < p->K; m++)
+			if (m != k)
+				g *= bcast_at(p, in, m, idx, j);
+		return g;
+	}
+	if (kind == ELT_ADD || kind == ELT_SUB)
+		return elt_grad2(kind, k, g, 0.0f, 0.0f);
+	return elt_grad2(kind, k, g, bcast_at(p, in, 0, idx, j), bcast_at(p, in, 1, idx, j));
 }
 
 /* Input k's gradient over one row of n elements of a two-input op, a and
