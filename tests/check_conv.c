@@ -1083,13 +1083,18 @@ END_TEST
 /* Output planes of at most DL_SKINNY_N cells, whose forward multiplies
  * as dot products (dl_sgemm_skinny) on transposed columns: batch 1 (the
  * threads sharing the unit at 2) and 3, stride 2, groups, an odd channel
- * count; against the float64 reference. */
+ * count, pointwise layers at batch 1 (3x3, 2x2 with groups, 1x1);
+ * against the float64 reference. */
 START_TEST(test_conv_skinny)
 {
 	static const struct ref_case t[] = {
 		{"conv2d", "out_channels: 40, kernel_size: 3, padding: 1", {1, 24, 2, 2}, 1, 1},
 		{"conv2d", "out_channels: 33, kernel_size: 3, stride: 2, padding: 1", {3, 20, 5, 6}, 1, 1},
 		{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1, groups: 2", {2, 8, 1, 3}, 1, 1},
+		/* pointwise at batch 1, reading the input in place */
+		{"conv2d", "out_channels: 24, kernel_size: 1", {1, 40, 3, 3}, 0, 0},
+		{"conv2d", "out_channels: 10, kernel_size: 1, groups: 2", {1, 12, 2, 2}, 0, 0},
+		{"conv2d", "out_channels: 30, kernel_size: 1", {1, 17, 1, 1}, 0, 0},
 	};
 	int keep = dl_threads();
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)

@@ -2064,16 +2064,26 @@ static struct unit unit_of(const struct geom *g, int64_t u, int64_t rows,
  * output channels. Pointwise layers read the input in place: no columns,
  * no barrier. */
 /* Units of few columns (a plane of at most DL_SKINNY_N cells: resnet18's
- * layer4 at 64x64 input, 2x2, at any batch) multiply as dot products
- * (dl_sgemm_skinny) on their columns transposed, which sit after them in
- * the slot (it holds the weights' size again, for backward: cols <= OC);
- * OpenBLAS packed the whole [512, 4608] weight for 4 columns (51% of
- * resnet18's 64x64 batch-1 forward in sgemm_oncopy). Pointwise layers
- * keep OpenBLAS: at batch > 1 they run grouped (pw_forward_batched), and
- * a sample's bits would then change with its batch. */
+ * layer4 at 64x64 input, 2x2, at any batch; efficientnet_b0's pointwise
+ * layers there, and its squeeze-excitation's on 1x1, one image at a
+ * time) multiply as dot products (dl_sgemm_skinny) on their columns
+ * transposed, which sit after the columns in the slot (it holds the
+ * weights' size again, for backward: cols <= OC), or at its start for a
+ * pointwise layer, which reads the input in place: OpenBLAS packed the
+ * whole weight for those few columns (51% of resnet18's 64x64 batch-1
+ * forward in sgemm_oncopy, 43% of efficientnet_b0's). A pointwise layer
+ * at batch > 1 runs grouped (pw_forward_batched), through OpenBLAS: its
+ * bits differ from batch 1's in the last place, as other layers' did
+ * (Winograd or not, the classifier's rows; dlrun-infer(1)). */
 static int skinny_cols(const struct geom *g, int64_t cols)
 {
-	return !pointwise(g) && cols <= DL_SKINNY_N && cols <= g->OC;
+	return cols <= DL_SKINNY_N && cols <= g->OC;
+}
+
+/* Where a unit's transposed columns go in its slot */
+static float *skinny_bt(const struct geom *g, float *slot, int64_t K, int64_t cols)
+{
+	return pointwise(g) ? slot : slot + K * cols;
 }
 
 /* bt [cols, K] rows r in [r0, r1) of col [K, cols] transposed */
@@ -2106,15 +2116,19 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 			const float *B = xg + oh0 * g->OW;
 			int64_t ldb = P;
 			int skinny = skinny_cols(g, cols);
-			if (!pw1) {
+			float *bt = skinny_bt(g, ws, K, cols);
+			if (!pw1 || skinny) {
 				for (int s = me; s < nt; s += team) {
 					int64_t lo, hi;
 					part_of(K, nt, s, &lo, &hi);
-					im2col_part(ws, xg, wn, oh0, oh1, lo, hi, 0);
+					if (!pw1)
+						im2col_part(ws, xg, wn, oh0, oh1, lo, hi, 0);
 					if (skinny)
-						col_transpose(ws + K * cols, ws, K, cols, lo, hi);
+						col_transpose(bt, pw1 ? B : ws, K, cols, lo, hi);
 				}
 				#pragma omp barrier
+			}
+			if (!pw1) {
 				B = ws;
 				ldb = cols;
 			}
@@ -2126,7 +2140,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 				float *yp = yt + lo * P;
 				if (skinny)
 					dl_sgemm_skinny((int)(hi - lo), (int)cols, (int)K,
-							w + (gi * OCg + lo) * K, (int)K, ws + K * cols,
+							w + (gi * OCg + lo) * K, (int)K, bt,
 							(int)K, yp, (int)P);
 				else
 					dl_sgemm(0, 0, (int)(hi - lo), (int)cols, (int)K, 1.0f,
@@ -2139,7 +2153,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 							gi * OCg + o, cols);
 			}
 			/* the next unit's im2col overwrites the columns */
-			if (!pw1 && u + 1 < units) {
+			if ((!pw1 || skinny) && u + 1 < units) {
 				#pragma omp barrier
 			}
 		}
@@ -2245,7 +2259,7 @@ static void conv_forward(float *y, const float *x, const float *w,
 			ldb = cols;
 		}
 		if (skinny_cols(g, cols)) {
-			float *bt = (float *)B + K * cols;
+			float *bt = skinny_bt(g, ws + thread_id() * slot, K, cols);
 			col_transpose(bt, B, K, cols, 0, K);
 			dl_sgemm_skinny((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K,
 					bt, (int)K, yt, (int)P);
