@@ -285,6 +285,35 @@ resume_repeat() {
 }
 check "resume from a checkpoint: same bytes, twice" resume_repeat
 
+# cli.md: a resumed run "ends with the same bytes as an uninterrupted run":
+# its --log too. A checkpoint keeps the epoch's loss so far (the resumed
+# epoch's line averages all its batches, not those after the resume) and
+# the log's length (lines a run killed later wrote past it are cut); at an
+# epoch's last batch the epoch's line is still to come. Here the killed
+# run's log is the whole run's: the worst case, killed at the very end.
+resume_log() {
+	_r=$tmp/resume3
+	rm -rf "$_r"
+	mkdir "$_r"
+	set -- "$parity/mlp/model.yaml" -w "$parity/mlp/init.safetensors" \
+		--data "$parity/mlp/x.npy" --labels "$parity/mlp/y.npy" \
+		--epochs 3 --batch-size 5 --seed 3 -q
+	# 9 steps, 3 an epoch: step 8 is inside epoch 3, step 6 ends epoch 2
+	for _k in 8 6; do
+		run_dlrun train "$@" --checkpoint "$_r/ck$_k.safetensors" \
+			--checkpoint-every "$_k" --log "$_r/full.log" -o "$_r/full.safetensors"
+		expect_rc 0 || return 1
+		cp "$_r/full.log" "$_r/killed$_k.log"
+		run_dlrun train "$@" --resume "$_r/ck$_k.safetensors" \
+			--log "$_r/killed$_k.log" -o "$_r/resumed$_k.safetensors"
+		expect_rc 0 || return 1
+		cmp "$_r/full.log" "$_r/killed$_k.log" >/dev/null 2>&1 ||
+			fail "the log resumed at step $_k differs: $(diff "$_r/full.log" "$_r/killed$_k.log" | tr '\n' ' ')"
+		same_bytes "$_r/full.safetensors" "$_r/resumed$_k.safetensors"
+	done
+}
+check "resume: the --log ends as the uninterrupted run's (mid-epoch and epoch-end checkpoints)" resume_log
+
 # ---- a non-finite loss ----
 
 nonfinite() {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -241,6 +242,16 @@ static void log_json(struct run *R, const struct dl_epoch_report *e)
 	}
 	fprintf(R->log, "}\n");
 	fflush(R->log);
+}
+
+/* The log's length, for checkpoints (-1: no log here) */
+static int64_t log_bytes(void *user)
+{
+	struct run *R = user;
+	if (!R->log)
+		return -1;
+	long at = ftell(R->log);
+	return at < 0 ? -1 : (int64_t)at;
 }
 
 static volatile sig_atomic_t stop_signal;
@@ -480,15 +491,27 @@ static int setup(struct run *R, struct dl_error *err)
 	t->resume = c->resume;
 	t->on_batch = on_batch;
 	t->on_epoch = on_epoch;
+	t->log_bytes = log_bytes;
 	t->user = R;
 	t->dist = &R->dist;
 	if ((rc = dl_trainer_init(t, err)) != 0)
 		return rc;
 	if (c->log && R->dist.rank == 0) {   /* rank 0 alone logs */
+		/* a resumed run continues the log from its checkpoint's point:
+		 * lines written after it (by a run killed later) are cut, so the
+		 * log ends as an uninterrupted run's */
+		struct stat sb;
+		if (c->resume && t->pos.log_bytes >= 0 && stat(c->log, &sb) == 0 &&
+		    S_ISREG(sb.st_mode) && sb.st_size > t->pos.log_bytes &&
+		    truncate(c->log, (off_t)t->pos.log_bytes) != 0)
+			return dl_error_set(err, DL_ERUN, "%s: cannot cut the log back to its "
+					    "checkpoint's %lld bytes: %s", c->log,
+					    (long long)t->pos.log_bytes, strerror(errno));
 		R->log = fopen(c->log, c->resume ? "a" : "w");
 		if (!R->log)
 			return dl_error_set(err, DL_EINPUT, "%s: cannot write the log: %s", c->log,
 					    strerror(errno));
+		fseek(R->log, 0, SEEK_END);   /* ftell counts from the file's start */
 	}
 	return 0;
 }
