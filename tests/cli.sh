@@ -98,6 +98,8 @@ t_every_verb_help() {
 	return 0
 }
 check "every verb that dlrun --help lists has --help" t_every_verb_help
+# after an operand too, as getopt_long permutes (ops parses its own)
+check "dlrun ops conv2d --help" t_verb_help ops conv2d --help
 
 t_infer_help_options() {
 	run_dlrun infer --help
@@ -162,6 +164,9 @@ t_ops_list() {
 		fail "the leaky_relu line does not show negative_slope=0.01"
 	grep -E '^softmax .*dim=-1' "$tmp/stdout" >/dev/null ||
 		fail "the softmax line does not show dim=-1"
+	# cli.md's example line: the sizes that follow from the input come last
+	grep -E '^conv2d out_channels kernel_size stride=1 padding=0 ' "$tmp/stdout" >/dev/null ||
+		fail "the conv2d line does not start 'conv2d out_channels kernel_size stride=1 padding=0'"
 	[ -s "$tmp/stderr" ] && fail "stderr is not empty"
 	return 0
 }
