@@ -1,7 +1,8 @@
 #!/bin/sh
 # Rough edges of issue 9: an out-of-range token id is an error naming the
-# entry, the id and the vocabulary size (exit 1); --log numbers are written
-# with the shortest representation that reads back to the same double;
+# entry, the id and the vocabulary size (exit 1), a text id that is no
+# whole number is bad input (exit 2); --log numbers are written with the
+# shortest representation that reads back to the same double;
 # gradcheck passes on the U-Net (seeds 0 and 2), a GCN whose adjacency is an
 # input and an embedding with padding_idx (its row skipped and said so; both
 # at seeds 0 to 9), and never shows 0.000e+00 for two values apart. Prints
@@ -27,6 +28,12 @@ t_bad_id() {
 	run_dlrun infer "$data/embedding.yaml" -w "$tmp/emb.safetensors" \
 		--format text -i "$tmp/ids.txt"
 	expect_rc 0
+	# an id that is no whole number is bad input, not a zero vector
+	echo "1 2.5 4" >"$tmp/ids.txt"
+	run_dlrun infer "$data/embedding.yaml" -w "$tmp/emb.safetensors" \
+		--format text -i "$tmp/ids.txt"
+	expect_rc 2
+	expect_error_line "ids.txt:1:3: 2.5 is not an integer"
 }
 check "infer: a token id past num_embeddings is an error naming the entry, id and size" t_bad_id
 

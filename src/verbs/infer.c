@@ -506,6 +506,7 @@ static int read_text_step(struct infer *I, struct dl_error *err)
 			rc = grow_floats(&I->in_data[i], &I->in_cap[i], cap, err);
 		if (rc)
 			return rc;
+		s->text.ints = sp->is_int;
 		/* cap_values is the most values one row may hold */
 		int64_t got = dl_text_read_rows(&s->text, &width, (int64_t)I->in_cap[i] / want,
 						I->in_data[i], want, err);
