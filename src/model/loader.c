@@ -143,12 +143,19 @@ static int is_digits(const char *s)
 	return 1;
 }
 
-/* An entry name: a word, or digits alone (a PyTorch index key segment,
- * checked against the list's index scopes at layout); `_` is reserved for
- * the default input. */
+/* An entry name: a PyTorch key segment of letters, digits, '_' and '-'
+ * (model-format section 2), so also '1x1' or '2nd', and digits alone (an
+ * index key segment, checked against the list's index scopes at layout);
+ * `_` is reserved for the default input. */
 static int is_entry_name(const char *s)
 {
-	return (is_ident(s) || is_digits(s)) && strcmp(s, "_") != 0;
+	if (!s || !*s || strcmp(s, "_") == 0)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
 }
 
 /* ---- growing the graph ---- */
@@ -989,7 +996,7 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 				    "for the entry's default input");
 		if (!is_entry_name(nm))
 			return lerr(L, name_node, "name must be a word of letters, digits, "
-				    "'_' and '-' (not starting with a digit), or digits alone");
+				    "'_' and '-' (a PyTorch key segment: no dots or spaces)");
 		snprintf(own, sizeof own, "%s", nm);
 	} else {
 		snprintf(own, sizeof own, "%d", index);
