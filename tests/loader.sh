@@ -293,5 +293,17 @@ EOF
 }
 check "train -w --ignore-extra; ignore_keys: names only what it matches" \
 	t_train_ignore
+# cli.md: the train: mapping gives defaults under the long option names
+# with underscores: ignore_extra (and threads, max_memory, sync_batch_norm)
+t_train_mapping_ignore() {
+	cp "$L/nanogpt.yaml" "$tmp/tm.yaml"
+	printf 'train: {ignore_extra: true, threads: 1, max_memory: 1G, sync_batch_norm: false}\n' \
+		>>"$tmp/tm.yaml"
+	ignored_ok train "$tmp/tm.yaml" -w "$w" \
+		--data "$L/nanogpt_x.npy" --labels "$L/nanogpt_x.npy" --loss mse \
+		--epochs 1 -o "$tmp/t.safetensors" -q
+}
+check "train: {ignore_extra: true, threads: 1, max_memory: 1G, ...}" \
+	t_train_mapping_ignore
 
 done_testing

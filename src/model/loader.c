@@ -84,7 +84,8 @@ static const char *const train_keys[] = {
 	"dampening", "nesterov", "weight_decay", "betas", "eps",
 	"clip_grad_norm", "lr_schedule", "step_size", "gamma", "min_lr",
 	"warmup", "seed", "shuffle", "ignore_index", "val_split",
-	"checkpoint_every", "loss_output", NULL};
+	"checkpoint_every", "loss_output", "threads", "max_memory", "ignore_extra",
+	"sync_batch_norm", NULL};
 
 static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

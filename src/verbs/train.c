@@ -95,11 +95,17 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	STR(checkpoint, "checkpoint")
 	STR(resume, "resume")
 	STR(log, "log")
-	STR(threads, "threads")
 	STR(max_memory, "max-memory")
 #undef NUM
 #undef INT
 #undef STR
+	if (strcmp(name, "threads") == 0) {   /* checked here to say where */
+		if (dl_parse_int(val, &i) || i < 1 || i > 1024)
+			return dl_error_set(err, DL_EINPUT, "%s%s takes an integer from 1 to 1024, "
+					    "got '%s'", where, shown, val);
+		c->threads = val;
+		return 0;
+	}
 	if (strcmp(name, "loss-output") == 0) {
 		c->loss_output = val;
 		snprintf(c->loss_output_where, sizeof c->loss_output_where, "%s", where);
@@ -151,6 +157,14 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	}
 	if (strcmp(name, "shuffle") == 0 && b >= 0) {
 		c->shuffle = b;
+		return 0;
+	}
+	if (strcmp(name, "ignore-extra") == 0 && b >= 0) {
+		c->ignore_extra = b;
+		return 0;
+	}
+	if (strcmp(name, "sync-batch-norm") == 0 && b >= 0) {
+		c->sync_bn = b;
 		return 0;
 	}
 	return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s' (true or false)", where, shown, val);
