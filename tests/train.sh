@@ -130,6 +130,19 @@ gradcheck_ok() {
 	run_dlrun gradcheck "$@"
 	expect_rc 0
 	[ -s "$tmp/stdout" ] || fail "gradcheck printed nothing"
+	# with -w, each parameter row names a key of the file: a tied one
+	# (share:, a shared repeat's later copies) is its owner's row, once
+	_gc_w=
+	while [ $# -gt 1 ]; do
+		[ "$1" = -w ] && _gc_w=$2
+		shift
+	done
+	[ -n "$_gc_w" ] || return 0
+	for _gc_k in $(awk 'NR > 1 && $1 != "input" && $1 != "worst" { print $1 }' "$tmp/stdout"); do
+		grep -F "\"$_gc_k\":" "$_gc_w" >/dev/null ||
+			fail "gradcheck shows '$_gc_k', which is no key of $_gc_w"
+	done
+	return 0
 }
 
 for d in "$parity"/*/; do
