@@ -443,6 +443,26 @@ t_init_usable() {
 }
 check "init: summary -w accepts the file init wrote" t_init_usable
 
+# cli.md's `dlrun init MODEL -o WEIGHTS` on a model with a symbolic size
+# ([T, 4]): its parameters do not depend on T, so no --input-shape is
+# needed (the weights are those of any T); a spatial_gating's [T, T] weight
+# does, and that is said
+t_init_symbolic() {
+	printf 'inputs:\n  x: {shape: [T, 4]}\nlayers:\n  - linear: {out_features: 3}\n' \
+		>"$tmp/sym.yaml"
+	run_dlrun init "$tmp/sym.yaml" -o "$tmp/sym1.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun init "$tmp/sym.yaml" -o "$tmp/sym2.safetensors" --input-shape x=5,4
+	expect_rc 0
+	same_bytes "$tmp/sym1.safetensors" "$tmp/sym2.safetensors"
+	printf 'inputs:\n  x: {shape: [T, 4]}\nlayers:\n  - spatial_gating\n' >"$tmp/sg.yaml"
+	run_dlrun init "$tmp/sg.yaml" -o "$tmp/sg.safetensors"
+	expect_rc 2
+	expect_error_line "the symbolic size T: give it with --input-shape x=
+the parameters' shapes depend on it"
+}
+check "init: a symbolic size needs --input-shape only when parameters depend on it" t_init_symbolic
+
 # ---- infer ----
 
 # The models the infer tests run: models/mlp.yaml (16 -> 4) with its
