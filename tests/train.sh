@@ -479,6 +479,21 @@ stream_two_inputs() {
 check "--data - with two inputs (x, adj, y per step): as the .npz" \
 	stream_two_inputs
 
+# an input array of one sample serves every sample (graph_conv's shared
+# adjacency; infer broadcasts a batch-1 input likewise): the same bytes as
+# that adjacency repeated per sample, also with --val-split
+adj_broadcast() {
+	for _f in adj1 adj_rep; do
+		# shellcheck disable=SC2046
+		run_dlrun train "$gcn/model.yaml" -w "$gcn/init.safetensors" \
+			--data "$gcn/$_f.npz" $(cat "$gcn/args_adam") -q --val-split 0.34 \
+			-o "$tmp/gcn_$_f.safetensors"
+		expect_rc 0 || return 1
+	done
+	same_bytes "$tmp/gcn_adj1.safetensors" "$tmp/gcn_adj_rep.safetensors"
+}
+check "train: an input of one sample (adj [1, 5, 5]) serves every sample" adj_broadcast
+
 refused_stdin() {
 	_in=$1
 	shift

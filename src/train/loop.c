@@ -57,8 +57,10 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 {
 	for (int k = 0; k < d->n_x; k++) {
 		int64_t xs = dl_array_sample_numel(&d->x[k]);
+		int one = dl_array_broadcast(&d->x[k], d->n);   /* row 0 for every sample */
 		for (int64_t i = 0; i < b; i++)
-			memcpy(t->bx[k] + i * xs, d->x[k].f + idx[i] * xs, (size_t)xs * sizeof(float));
+			memcpy(t->bx[k] + i * xs, d->x[k].f + (one ? 0 : idx[i]) * xs,
+			       (size_t)xs * sizeof(float));
 	}
 	int64_t ys = dl_array_sample_numel(&d->y);
 	for (int64_t i = 0; i < b; i++) {
