@@ -557,8 +557,8 @@ static const char *rank_path(const char *path, int rank, char **keep)
 	return s;
 }
 
-/* Starts MPI under mpirun; checks that the global batch divides among the
- * processes; one data file per process when --data names {rank}. */
+/* Starts MPI under mpirun; one data file per process when --data names
+ * {rank}, and then the global batch must divide among the processes. */
 static int dist_setup(struct run *R, struct dl_error *err)
 {
 	struct cfg *c = &R->c;
@@ -577,16 +577,21 @@ static int dist_setup(struct run *R, struct dl_error *err)
 		snprintf(R->threads, sizeof R->threads, "%ld", nproc / local > 1 ? nproc / local : 1);
 		c->threads = R->threads;
 	}
-	if (c->batch % k != 0) {
+	/* With one file for all, a global batch that does not divide gives
+	 * shares of different sizes, each gradient weighted by its share (as
+	 * every epoch's last batch is); with one file per process, each takes
+	 * batch / k samples of its own at every step. */
+	if (c->batch % k != 0 && c->data && strstr(c->data, "{rank}")) {
 		R->same_error = 1;   /* every process finds it */
 		long long lo = c->batch / k * k, hi = lo + k;
 		if (lo > 0)
 			return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
-					    "does not divide among %lld processes; %lld or %lld would",
+					    "does not divide among %lld processes, each reading its own "
+					    "file; %lld or %lld would",
 					    c->batch, k, lo, hi);
 		return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
-				    "does not divide among %lld processes; %lld (or a multiple of "
-				    "%lld) would", c->batch, k, hi, k);
+				    "does not divide among %lld processes, each reading its own "
+				    "file; %lld (or a multiple of %lld) would", c->batch, k, hi, k);
 	}
 	if (c->data && strcmp(c->data, "-") == 0) {
 		R->same_error = 1;
