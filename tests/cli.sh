@@ -512,6 +512,30 @@ t_stream_expected() {
 	return 0
 }
 
+# cli.md: '-' as a path means stdin or stdout: the weights (-w -, the
+# inputs then from -i files, as stdin is taken) and train's --log
+t_dash_paths() {
+	run_dlrun init "$mlp" -o -
+	expect_rc 0 || return 1
+	cp "$tmp/stdout" "$tmp/dash.safetensors"
+	run_dlrun infer "$mlp" -w - -i "$srcdir/models/mlp-input.npy" <"$tmp/dash.safetensors"
+	expect_rc 0 || return 1
+	"$NPYCMP" "$tmp/stdout" "$srcdir/models/mlp-expected.npy" >/dev/null 2>&1 &&
+		fail "init's fresh weights gave the trained model's outputs"
+	[ "$(count_magic "$tmp/stdout")" -eq 1 ] || fail "not one array out"
+	run_dlrun infer "$mlp" -w - <"$srcdir/models/mlp-input.npy"
+	expect_rc 2
+	expect_error_line "-w - reads the weights from stdin"
+	p=$srcdir/tests/data/train_parity/mlp
+	run_dlrun train "$p/model.yaml" -w "$p/init.safetensors" --data "$p/x.npy" \
+		--labels "$p/y.npy" --epochs 2 -q -o "$tmp/dash.safetensors" --log -
+	expect_rc 0
+	[ "$(grep -c '^{"epoch":' "$tmp/stdout")" -eq 2 ] || fail "no 2 JSON lines on stdout"
+	[ -e ./- ] && fail "a file named - was written"
+	return 0
+}
+check "'-' is stdin for -w and stdout for --log" t_dash_paths
+
 t_batch_size() {
 	run_dlrun infer "$M" -w "$MW" <"$tmp/seven.npy"
 	expect_rc 0

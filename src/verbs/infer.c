@@ -217,6 +217,10 @@ static int bind_sources(struct infer *I, char **ins, int n_ins,
 			I->src_of[i] = add_source(I, "-");
 		from_stdin += strcmp(I->src[I->src_of[i]].path, "-") == 0;
 	}
+	if (from_stdin && I->wflag && strcmp(I->wflag, "-") == 0)
+		return dl_error_set(err, DL_EINPUT,
+				    "infer: -w - reads the weights from stdin, so the inputs "
+				    "need -i NAME=PATH files");
 	if (I->text && from_stdin > 1)
 		return dl_error_set(err, DL_EINPUT,
 				    "infer: a model with several inputs takes text only from "
@@ -722,11 +726,12 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 	}
 	dl_rng_seed(&I.rng, 0);
 	rc = alloc_state(&I, err);
-	/* Weights before any input is read, when their shapes are known. */
-	if (rc == 0)
-		rc = ensure_weights(&I, err);
+	/* Weights before any input is read, when their shapes are known (the
+	 * sources are opened, not read, first: -w - must know stdin is free) */
 	if (rc == 0)
 		rc = bind_sources(&I, ins, n_ins, err);
+	if (rc == 0)
+		rc = ensure_weights(&I, err);
 	if (rc == 0)
 		rc = bind_sinks(&I, outs, n_outs, err);
 	while (rc == 0) {

@@ -262,7 +262,7 @@ static void log_json(struct run *R, const struct dl_epoch_report *e)
 static int64_t log_bytes(void *user)
 {
 	struct run *R = user;
-	if (!R->log)
+	if (!R->log || R->log == stdout)
 		return -1;
 	long at = ftell(R->log);
 	return at < 0 ? -1 : (int64_t)at;
@@ -461,6 +461,9 @@ static int setup(struct run *R, struct dl_error *err)
 	}
 	/* weights */
 	if (c->w) {
+		if (strcmp(c->w, "-") == 0 && c->data && strcmp(c->data, "-") == 0)
+			return dl_error_set(err, DL_EINPUT, "train: -w - and --data - cannot "
+					    "both read stdin");
 		if ((rc = verb_weights(g, c->w, c->ignore_extra, err)) != 0)
 			return rc;
 	} else {
@@ -510,7 +513,9 @@ static int setup(struct run *R, struct dl_error *err)
 	t->dist = &R->dist;
 	if ((rc = dl_trainer_init(t, err)) != 0)
 		return rc;
-	if (c->log && R->dist.rank == 0) {   /* rank 0 alone logs */
+	if (c->log && strcmp(c->log, "-") == 0 && R->dist.rank == 0) {
+		R->log = stdout;   /* `-` is standard output (-o - too, then) */
+	} else if (c->log && R->dist.rank == 0) {   /* rank 0 alone logs */
 		/* a resumed run continues the log from its checkpoint's point:
 		 * lines written after it (by a run killed later) are cut, so the
 		 * log ends as an uninterrupted run's */
@@ -789,7 +794,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	free(out);
 	for (int i = 0; i < 4; i++)
 		free(R.paths[i]);
-	if (R.log)
+	if (R.log && R.log != stdout)
 		fclose(R.log);
 	dl_trainer_free(&R.t);
 	dl_dataset_free(&R.train);
