@@ -1917,7 +1917,31 @@ int dl_model_load_buffer(struct dl_graph **out, const char *path,
 		dl_graph_free(L.g);
 		return rc;
 	}
+	/* a model is one YAML document: a second one (after ---) is not read
+	 * silently */
+	yaml_document_t next;
+	if (yaml_document_get_root_node(&L.doc)) {
+		if (!yaml_parser_load(&parser, &next)) {
+			rc = yaml_problem(&parser, path, buf, len, err);
+		} else {
+			yaml_node_t *r2 = yaml_document_get_root_node(&next);
+			/* a trailing '---' alone holds an empty scalar */
+			if (r2 && r2->type == YAML_SCALAR_NODE && r2->data.scalar.length == 0)
+				r2 = NULL;
+			if (r2)
+				rc = dl_error_set(err, DL_EINPUT, "%s:%d:%d: a second YAML document; "
+						  "a model file holds one (remove the '---' before it, "
+						  "or this part)", path, (int)r2->start_mark.line + 1,
+						  (int)r2->start_mark.column + 1);
+			yaml_document_delete(&next);
+		}
+	}
 	yaml_parser_delete(&parser);
+	if (rc) {
+		yaml_document_delete(&L.doc);
+		dl_graph_free(L.g);
+		return rc;
+	}
 	rc = parse(&L);
 	free(L.expand);
 	yaml_document_delete(&L.doc);
