@@ -459,6 +459,20 @@ static int setup(struct run *R, struct dl_error *err)
 		if (rc)
 			return rc;
 	}
+	/* token ids that feed an embedding: in its vocabulary, as infer checks
+	 * them (else they would look up zero vectors, silently) */
+	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
+		if (!g->inputs[i].is_int)
+			continue;
+		rc = verb_check_input_ids(g, i, R->train.x[i].f, dl_shape_numel(&R->train.x[i].shape),
+					  strcmp(c->data, "-") == 0 ? "stdin" : c->data, err);
+		if (rc == 0 && R->val.n)
+			rc = verb_check_input_ids(g, i, R->val.x[i].f,
+						  dl_shape_numel(&R->val.x[i].shape),
+						  c->val_data ? c->val_data : c->data, err);
+	}
+	if (rc)
+		return rc;
 	/* weights */
 	if (c->w) {
 		if (strcmp(c->w, "-") == 0 && c->data && strcmp(c->data, "-") == 0)
