@@ -52,6 +52,7 @@ check "model empty.yaml: names the file" t_empty
 
 bad_model top_list.yaml 1:1:
 bad_model duplicate_key.yaml 5:1: "'layers'"
+bad_model two_documents.yaml 7:1: "a second YAML document"
 
 # ---- models: keys, ops and hyperparameters ----
 

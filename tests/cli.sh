@@ -98,6 +98,8 @@ t_every_verb_help() {
 	return 0
 }
 check "every verb that dlrun --help lists has --help" t_every_verb_help
+# after an operand too, as getopt_long permutes (ops parses its own)
+check "dlrun ops conv2d --help" t_verb_help ops conv2d --help
 
 t_infer_help_options() {
 	run_dlrun infer --help
@@ -162,6 +164,9 @@ t_ops_list() {
 		fail "the leaky_relu line does not show negative_slope=0.01"
 	grep -E '^softmax .*dim=-1' "$tmp/stdout" >/dev/null ||
 		fail "the softmax line does not show dim=-1"
+	# cli.md's example line: the sizes that follow from the input come last
+	grep -E '^conv2d out_channels kernel_size stride=1 padding=0 ' "$tmp/stdout" >/dev/null ||
+		fail "the conv2d line does not start 'conv2d out_channels kernel_size stride=1 padding=0'"
 	[ -s "$tmp/stderr" ] && fail "stderr is not empty"
 	return 0
 }
@@ -438,6 +443,26 @@ t_init_usable() {
 }
 check "init: summary -w accepts the file init wrote" t_init_usable
 
+# cli.md's `dlrun init MODEL -o WEIGHTS` on a model with a symbolic size
+# ([T, 4]): its parameters do not depend on T, so no --input-shape is
+# needed (the weights are those of any T); a spatial_gating's [T, T] weight
+# does, and that is said
+t_init_symbolic() {
+	printf 'inputs:\n  x: {shape: [T, 4]}\nlayers:\n  - linear: {out_features: 3}\n' \
+		>"$tmp/sym.yaml"
+	run_dlrun init "$tmp/sym.yaml" -o "$tmp/sym1.safetensors"
+	expect_rc 0 || return 1
+	run_dlrun init "$tmp/sym.yaml" -o "$tmp/sym2.safetensors" --input-shape x=5,4
+	expect_rc 0
+	same_bytes "$tmp/sym1.safetensors" "$tmp/sym2.safetensors"
+	printf 'inputs:\n  x: {shape: [T, 4]}\nlayers:\n  - spatial_gating\n' >"$tmp/sg.yaml"
+	run_dlrun init "$tmp/sg.yaml" -o "$tmp/sg.safetensors"
+	expect_rc 2
+	expect_error_line "the symbolic size T: give it with --input-shape x=
+the parameters' shapes depend on it"
+}
+check "init: a symbolic size needs --input-shape only when parameters depend on it" t_init_symbolic
+
 # ---- infer ----
 
 # The models the infer tests run: models/mlp.yaml (16 -> 4) with its
@@ -486,6 +511,30 @@ t_stream_expected() {
 		fail "npycmp: $(cat "$tmp/cmp")"
 	return 0
 }
+
+# cli.md: '-' as a path means stdin or stdout: the weights (-w -, the
+# inputs then from -i files, as stdin is taken) and train's --log
+t_dash_paths() {
+	run_dlrun init "$mlp" -o -
+	expect_rc 0 || return 1
+	cp "$tmp/stdout" "$tmp/dash.safetensors"
+	run_dlrun infer "$mlp" -w - -i "$srcdir/models/mlp-input.npy" <"$tmp/dash.safetensors"
+	expect_rc 0 || return 1
+	"$NPYCMP" "$tmp/stdout" "$srcdir/models/mlp-expected.npy" >/dev/null 2>&1 &&
+		fail "init's fresh weights gave the trained model's outputs"
+	[ "$(count_magic "$tmp/stdout")" -eq 1 ] || fail "not one array out"
+	run_dlrun infer "$mlp" -w - <"$srcdir/models/mlp-input.npy"
+	expect_rc 2
+	expect_error_line "-w - reads the weights from stdin"
+	p=$srcdir/tests/data/train_parity/mlp
+	run_dlrun train "$p/model.yaml" -w "$p/init.safetensors" --data "$p/x.npy" \
+		--labels "$p/y.npy" --epochs 2 -q -o "$tmp/dash.safetensors" --log -
+	expect_rc 0
+	[ "$(grep -c '^{"epoch":' "$tmp/stdout")" -eq 2 ] || fail "no 2 JSON lines on stdout"
+	[ -e ./- ] && fail "a file named - was written"
+	return 0
+}
+check "'-' is stdin for -w and stdout for --log" t_dash_paths
 
 t_batch_size() {
 	run_dlrun infer "$M" -w "$MW" <"$tmp/seven.npy"

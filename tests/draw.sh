@@ -181,16 +181,18 @@ t_residual() {
 check "draw residuals with and without a shortcut" t_residual
 
 t_repeat() {
-	draws "$data/repeat.yaml" "${times}3" "${times}2" layer_norm gelu stem head tokens
+	draws "$data/repeat.yaml" "${times}3, shared" "${times}2" layer_norm gelu stem head tokens
 	# two dashed frames, and one copy of each body: two layer_norm boxes
 	# (the repeated block and the used one), not four
 	[ "$(count "$tmp/stdout" 'stroke-dasharray')" -eq 2 ] || fail "not two dashed frames"
 	[ "$(count "$tmp/stdout" '>layer_norm<')" -eq 2 ] || fail "not two layer_norm boxes"
 	[ "$(count "$tmp/stdout" '>relu<')" -eq 1 ] || fail "the repeat body is drawn more than once"
 	has "$tmp/stdout" 'approximate=tanh' 'out_features=5' "12${times}5"
+	# the shared one says so; the frames' tooltips spell cli.md's "x N"
+	has "$tmp/stdout" '<title>x 3, shared</title>' '<title>x 2</title>'
 	return 0
 }
-check "draw repeats of a body and of a block" t_repeat
+check "draw repeats of a body (shared) and of a block" t_repeat
 
 t_inputs() {
 	draws "$data/inputs.yaml" image meta logits features hidden meta_proj both mixed \

@@ -222,6 +222,8 @@ check "the batch multiplied names the node and why" t_bad merge2 \
 	"$data/bad/batch_merge.onnx" "node 'windows' (Mul): the batch size times 4: a shape that folds other dimensions into the batch"
 check "a constant with a batch of its own names the node and why" t_bad const2 \
 	"$data/bad/const_operand.onnx" "node 'mul' (Mul): constant operand 'k' of shape [2, 4, 3] does not broadcast over the batch"
+check "an unnamed node is named by its place and its output" t_bad unnamed2 \
+	"$data/bad/unnamed_node.onnx" "node 1, unnamed (TopK, output 'y')"
 check "initializer size mismatch names the initializer" t_bad size2 \
 	"$data/bad/init_size.onnx" "initializer 'w' holds 44 bytes"
 

@@ -186,6 +186,21 @@ check "repeat shared: drawn as one frame 'x3, shared'" t_repeat_draw
 check "digit names: PyTorch's index keys (layers.0, layers.3, 4)" \
 	infer_ok "$L/digits.yaml" "$L/digits.safetensors" "$L/digits_x.npy" \
 	"$L/digits_y.npy"
+# a name is a PyTorch key segment: letters, digits, '_' and '-' in any
+# order (a module named 1x1 is PyTorch's '1x1.weight'); dots are not
+t_name_digit_first() {
+	printf 'inputs:\n  x: {shape: [4]}\nlayers:\n  - name: 1x1\n    linear: {out_features: 2}\n' \
+		>"$tmp/n.yaml"
+	run_dlrun init "$tmp/n.yaml" -o "$tmp/n.safetensors"
+	expect_rc 0 || return 1
+	grep -F '"1x1.weight"' "$tmp/n.safetensors" >/dev/null ||
+		fail "no key 1x1.weight in the written file"
+	printf 'inputs:\n  x: {shape: [4]}\nlayers:\n  - name: a.b\n    relu: {}\n' >"$tmp/n.yaml"
+	run_dlrun init "$tmp/n.yaml" -o "$tmp/n.safetensors"
+	expect_rc 2
+	expect_error_line "n.yaml:4:11: name must be"
+}
+check "names may start with a digit (1x1), not hold a dot" t_name_digit_first
 check "_ in in: lists: the default input, against PyTorch" \
 	infer_ok "$L/underscore.yaml" "$L/underscore.safetensors" \
 	"$L/underscore_x.npy" "$L/underscore_y.npy"
@@ -278,5 +293,17 @@ EOF
 }
 check "train -w --ignore-extra; ignore_keys: names only what it matches" \
 	t_train_ignore
+# cli.md: the train: mapping gives defaults under the long option names
+# with underscores: ignore_extra (and threads, max_memory, sync_batch_norm)
+t_train_mapping_ignore() {
+	cp "$L/nanogpt.yaml" "$tmp/tm.yaml"
+	printf 'train: {ignore_extra: true, threads: 1, max_memory: 1G, sync_batch_norm: false}\n' \
+		>>"$tmp/tm.yaml"
+	ignored_ok train "$tmp/tm.yaml" -w "$w" \
+		--data "$L/nanogpt_x.npy" --labels "$L/nanogpt_x.npy" --loss mse \
+		--epochs 1 -o "$tmp/t.safetensors" -q
+}
+check "train: {ignore_extra: true, threads: 1, max_memory: 1G, ...}" \
+	t_train_mapping_ignore
 
 done_testing

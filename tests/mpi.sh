@@ -6,7 +6,8 @@
 # mixture_of_experts with noisy gating and balance_loss; the
 # CNN with per-process batch norm trains; one data file per process; a
 # checkpoint written by 2 processes resumes with 3; a global batch that does
-# not divide, a missing shard and a rank killed with SIGKILL end every
+# not divide among 3 gives shares of unequal size; with one file per process
+# a global batch that does not divide, a missing shard and a rank killed with SIGKILL end every
 # process with a non-zero status (the killed one within 30 s, its last
 # checkpoint intact). Skipped when dlrun is built without MPI or mpirun is
 # missing.
@@ -152,17 +153,24 @@ t_missing_shard() {
 }
 check "a missing shard: every process exits non-zero, one line names rank 2" t_missing_shard
 
+# one file per process: each reads batch / k samples of its own
 t_batch() {
-	mpi 3 train "$models/digits-mlp.yaml" --data "$digits" --batch-size 32 -q \
+	mpi 2 train "$models/digits-mlp.yaml" --data "$data/shard-{rank}.npz" --batch-size 31 -q \
 		-o "$tmp/never.st"
 	expect_rc 2
-	expect_stderr_has "dlrun: rank 0: train: --batch-size 32 (the global batch) does not divide among 3 processes; 30 or 33 would"
+	expect_stderr_has "dlrun: rank 0: train: --batch-size 31 (the global batch) does not divide among 2 processes, each reading its own file; 30 or 32 would"
 	[ "$(grep -c '^dlrun: ' "$tmp/stderr")" -eq 1 ] ||
 		fail "not exactly one 'dlrun: ' line (rank 0 alone says what every rank found)"
 	[ -e "$tmp/never.st" ] && fail "-o written"
 	return 0
 }
-check "--batch-size 32 with 3 processes: exit 2, naming 30 and 33" t_batch
+check "--batch-size 31 with 2 files of 2 processes: exit 2, naming 30 and 32" t_batch
+# cli.md: each rank takes its shard of every global batch, and the result
+# is one process's with the same global --batch-size: any size, so 32 among
+# 3 processes is shares of 11, 11 and 10, weighted by their samples
+# shellcheck disable=SC2086
+check "digits MLP, --batch-size 32 among 3 processes: the weights of one" \
+	parity mlp32 3 $(echo $mlp | sed 's/--batch-size 30/--batch-size 32/')
 
 t_nonfinite() {
 	mpi 2 train "$models/digits-mlp.yaml" --data "$digits" --batch-size 30 --threads 1 -q \

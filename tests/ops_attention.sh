@@ -56,8 +56,9 @@ t_ops() {
 	run_dlrun ops
 	expect_rc 0
 	expect_stdout_has "attention score=scaled_dot attention_size=none causal=false window=none dilation=1 global_tokens=0 random_keys=0 seed=0 stride=none fixed=none fixed_summary=1 relative_positions=0"
-	expect_stdout_has "multihead_attention embed_dim=inferred num_heads dropout=0.0 bias=true kdim=inferred vdim=inferred batch_first=true dconv=0 causal=false window=none"
+	expect_stdout_has "multihead_attention num_heads dropout=0.0 bias=true batch_first=true dconv=0 causal=false window=none"
 	expect_stdout_has "relative_positions=0 block_size=none relative_values=false dropout=0.0"
+	expect_stdout_has "relative_values=false embed_dim=inferred kdim=inferred vdim=inferred"
 }
 check "dlrun ops lists attention and multihead_attention" t_ops
 

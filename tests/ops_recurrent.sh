@@ -114,6 +114,24 @@ check "outputs: [enc] of an lstm's state: h_n and c_n" t_state \
 	'outputs: [enc]' enc enc.1
 check "outputs: [enc.1] of an lstm's state: c_n alone" t_state \
 	'outputs: [enc.1]' enc.1
+# the default output is the last entry's (model-format section 1): -o
+# takes that entry's name too
+check "the default output by the last entry's name: -o enc=, -o enc.1=" t_state '' \
+	enc enc.1
+
+# -o NAME=PATH for an entry with two arrays, named alone: both arrays go
+# to PATH, back to back as on stdout (s.yaml: the previous check's model)
+t_state_one_file() {
+	npy_f4 '(1, 5, 3)' 1 2 3 0.5 -1 0 -2 1 0.25 1 -0.5 3 0 2 -1 >"$tmp/x.npy" || return 1
+	run_dlrun infer "$tmp/s.yaml" -w "$tmp/s.safetensors" <"$tmp/x.npy"
+	expect_rc 0 || return 1
+	cp "$tmp/stdout" "$tmp/both_stdout.npy"
+	run_dlrun infer "$tmp/s.yaml" -w "$tmp/s.safetensors" -o "enc=$tmp/both.npy" <"$tmp/x.npy"
+	expect_rc 0 || return 1
+	[ -s "$tmp/stdout" ] && fail "enc.1 went to stdout"
+	same_bytes "$tmp/both.npy" "$tmp/both_stdout.npy"
+}
+check "-o enc=PATH writes both arrays of an lstm's state there" t_state_one_file
 
 # the contract's wiring as written: an encoder's [h_n, c_n] feed a
 # decoder's in: [tgt, enc, enc.1] (h_n [N, 1, H] as a one-step memory, c_n

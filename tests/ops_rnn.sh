@@ -35,13 +35,14 @@ bad rnn_batch_first_false.yaml 4:28: "batch_first is false"
 bad rnn_c0_on_gru.yaml 7:5: "gru: takes 1 to 2 inputs, got 3"
 bad rnn_dropout_range.yaml 4:43: "dropout is 1.5"
 
-# `dlrun ops` prints the defaults the man page documents
+# `dlrun ops` prints the defaults the man page documents (the sizes that
+# follow from the input last)
 t_ops() {
 	run_dlrun ops
 	expect_rc 0
-	expect_stdout_has "rnn input_size=inferred hidden_size num_layers=1 bias=true batch_first=true dropout=0 bidirectional=false output=sequence nonlinearity=tanh"
-	expect_stdout_has "lstm input_size=inferred hidden_size num_layers=1 bias=true batch_first=true dropout=0 bidirectional=false output=sequence"
-	expect_stdout_has "gru input_size=inferred hidden_size num_layers=1 bias=true batch_first=true dropout=0 bidirectional=false output=sequence linear_before_reset=true"
+	expect_stdout_has "rnn hidden_size num_layers=1 bias=true batch_first=true dropout=0 bidirectional=false output=sequence nonlinearity=tanh input_size=inferred"
+	expect_stdout_has "lstm hidden_size num_layers=1 bias=true batch_first=true dropout=0 bidirectional=false output=sequence input_size=inferred"
+	expect_stdout_has "gru hidden_size num_layers=1 bias=true batch_first=true dropout=0 bidirectional=false output=sequence linear_before_reset=true input_size=inferred"
 }
 check "dlrun ops lists rnn, lstm and gru" t_ops
 

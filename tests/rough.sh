@@ -1,7 +1,9 @@
 #!/bin/sh
 # Rough edges of issue 9: an out-of-range token id is an error naming the
-# entry, the id and the vocabulary size (exit 1); --log numbers are written
-# with the shortest representation that reads back to the same double;
+# entry, the id and the vocabulary size (bad input, exit 2, as cli.md
+# classes bad input; in train's data too), a text id that is no whole
+# number likewise; --log numbers are written with the
+# shortest representation that reads back to the same double;
 # gradcheck passes on the U-Net (seeds 0 and 2), a GCN whose adjacency is an
 # input and an embedding with padding_idx (its row skipped and said so; both
 # at seeds 0 to 9), and never shows 0.000e+00 for two values apart. Prints
@@ -20,13 +22,30 @@ t_bad_id() {
 	echo "1 2 7" >"$tmp/ids.txt"
 	run_dlrun infer "$data/embedding.yaml" -w "$tmp/emb.safetensors" \
 		--format text -i "$tmp/ids.txt"
-	expect_rc 1
+	expect_rc 2
 	expect_stderr_has "embedding 'tok': token id 7 of input 'ids' is out of range for its vocabulary of 5"
 	expect_stderr_has "embedding.yaml:6:5:"
 	echo "1 2 4" >"$tmp/ids.txt"
 	run_dlrun infer "$data/embedding.yaml" -w "$tmp/emb.safetensors" \
 		--format text -i "$tmp/ids.txt"
 	expect_rc 0
+	# an id that is no whole number is bad input, not a zero vector
+	echo "1 2.5 4" >"$tmp/ids.txt"
+	run_dlrun infer "$data/embedding.yaml" -w "$tmp/emb.safetensors" \
+		--format text -i "$tmp/ids.txt"
+	expect_rc 2
+	expect_error_line "ids.txt:1:3: 2.5 is not an integer"
+	# train checks its data likewise, before any step (the id looked up a
+	# zero vector there, silently)
+	{ npy_header '<i8' '(1, 3)' && le_bytes 1 8 && le_bytes 2 8 && le_bytes 7 8; } >"$tmp/ids.npy"
+	npy_f4 '(1, 3, 2)' 0 0 0 0 0 0 >"$tmp/t.npy"
+	run_dlrun train "$data/embedding.yaml" -w "$tmp/emb.safetensors" --data "$tmp/ids.npy" \
+		--labels "$tmp/t.npy" --loss mse --epochs 1 -q -o "$tmp/never.safetensors"
+	expect_rc 2
+	expect_error_line "ids.npy: "
+	expect_stderr_has "token id 7 of input 'ids' is out of range for its vocabulary of 5"
+	[ -e "$tmp/never.safetensors" ] && fail "train wrote its output"
+	return 0
 }
 check "infer: a token id past num_embeddings is an error naming the entry, id and size" t_bad_id
 

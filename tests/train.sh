@@ -130,6 +130,19 @@ gradcheck_ok() {
 	run_dlrun gradcheck "$@"
 	expect_rc 0
 	[ -s "$tmp/stdout" ] || fail "gradcheck printed nothing"
+	# with -w, each parameter row names a key of the file: a tied one
+	# (share:, a shared repeat's later copies) is its owner's row, once
+	_gc_w=
+	while [ $# -gt 1 ]; do
+		[ "$1" = -w ] && _gc_w=$2
+		shift
+	done
+	[ -n "$_gc_w" ] || return 0
+	for _gc_k in $(awk 'NR > 1 && $1 != "input" && $1 != "worst" { print $1 }' "$tmp/stdout"); do
+		grep -F "\"$_gc_k\":" "$_gc_w" >/dev/null ||
+			fail "gradcheck shows '$_gc_k', which is no key of $_gc_w"
+	done
+	return 0
 }
 
 for d in "$parity"/*/; do
@@ -285,6 +298,35 @@ resume_repeat() {
 }
 check "resume from a checkpoint: same bytes, twice" resume_repeat
 
+# cli.md: a resumed run "ends with the same bytes as an uninterrupted run":
+# its --log too. A checkpoint keeps the epoch's loss so far (the resumed
+# epoch's line averages all its batches, not those after the resume) and
+# the log's length (lines a run killed later wrote past it are cut); at an
+# epoch's last batch the epoch's line is still to come. Here the killed
+# run's log is the whole run's: the worst case, killed at the very end.
+resume_log() {
+	_r=$tmp/resume3
+	rm -rf "$_r"
+	mkdir "$_r"
+	set -- "$parity/mlp/model.yaml" -w "$parity/mlp/init.safetensors" \
+		--data "$parity/mlp/x.npy" --labels "$parity/mlp/y.npy" \
+		--epochs 3 --batch-size 5 --seed 3 -q
+	# 9 steps, 3 an epoch: step 8 is inside epoch 3, step 6 ends epoch 2
+	for _k in 8 6; do
+		run_dlrun train "$@" --checkpoint "$_r/ck$_k.safetensors" \
+			--checkpoint-every "$_k" --log "$_r/full.log" -o "$_r/full.safetensors"
+		expect_rc 0 || return 1
+		cp "$_r/full.log" "$_r/killed$_k.log"
+		run_dlrun train "$@" --resume "$_r/ck$_k.safetensors" \
+			--log "$_r/killed$_k.log" -o "$_r/resumed$_k.safetensors"
+		expect_rc 0 || return 1
+		cmp "$_r/full.log" "$_r/killed$_k.log" >/dev/null 2>&1 ||
+			fail "the log resumed at step $_k differs: $(diff "$_r/full.log" "$_r/killed$_k.log" | tr '\n' ' ')"
+		same_bytes "$_r/full.safetensors" "$_r/resumed$_k.safetensors"
+	done
+}
+check "resume: the --log ends as the uninterrupted run's (mid-epoch and epoch-end checkpoints)" resume_log
+
 # ---- a non-finite loss ----
 
 nonfinite() {
@@ -436,6 +478,21 @@ stream_two_inputs() {
 }
 check "--data - with two inputs (x, adj, y per step): as the .npz" \
 	stream_two_inputs
+
+# an input array of one sample serves every sample (graph_conv's shared
+# adjacency; infer broadcasts a batch-1 input likewise): the same bytes as
+# that adjacency repeated per sample, also with --val-split
+adj_broadcast() {
+	for _f in adj1 adj_rep; do
+		# shellcheck disable=SC2046
+		run_dlrun train "$gcn/model.yaml" -w "$gcn/init.safetensors" \
+			--data "$gcn/$_f.npz" $(cat "$gcn/args_adam") -q --val-split 0.34 \
+			-o "$tmp/gcn_$_f.safetensors"
+		expect_rc 0 || return 1
+	done
+	same_bytes "$tmp/gcn_adj1.safetensors" "$tmp/gcn_adj_rep.safetensors"
+}
+check "train: an input of one sample (adj [1, 5, 5]) serves every sample" adj_broadcast
 
 refused_stdin() {
 	_in=$1

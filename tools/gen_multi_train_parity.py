@@ -306,6 +306,23 @@ def make_bad(outdir):
           b"".join(npy_bytes(a) for a in (g["x"], g["adj"], y, g["x"])))
 
 
+def make_broadcast(outdir):
+    """The gcn case with one adjacency for every sample: adj1.npz holds it
+    as one sample (it serves every sample, as infer broadcasts a batch-1
+    input), adj_rep.npz the same adjacency repeated per sample; dlrun train
+    must give the same bytes on both."""
+    d = os.path.join(outdir, "gcn")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(10)
+    g = gcn_data(rng, N)
+    y = rng.integers(0, 4, (N, 5)).astype("<i8")
+    one = g["adj"][:1]
+    write(os.path.join(d, "adj1.npz"),
+          npz_bytes({"x": g["x"], "adj": one, "y": y}))
+    write(os.path.join(d, "adj_rep.npz"),
+          npz_bytes({"x": g["x"], "adj": np.repeat(one, N, 0), "y": y}))
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     outdir = sys.argv[1] if len(sys.argv) > 1 else \
@@ -315,6 +332,7 @@ def main():
     for c in CASES:
         make_case(c, outdir)
     make_bad(outdir)
+    make_broadcast(outdir)
 
 
 if __name__ == "__main__":

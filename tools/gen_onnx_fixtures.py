@@ -457,6 +457,12 @@ def bad_models(out):
              helper.make_node("NonMaxSuppression", ["a"], ["b"], name="nms"),
              helper.make_node("TopK", ["b"], ["y"], name="topk")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
+        # an unsupported op in a node without a name (exporters often
+        # leave them out): named by its place and its output
+        "unnamed_node": model(
+            [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("TopK", ["a"], ["y"])],
+            [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
         # a size other than the batch that is dynamic
         "dynamic_dim": model(
             [helper.make_node("Relu", ["x"], ["y"], name="relu")],

@@ -119,9 +119,18 @@ static int nerr(struct imp *im, const Onnx__NodeProto *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	return dl_error_set(im->err, DL_EINPUT, "%s: node '%s' (%s): %s",
-			    im->path, n->name && *n->name ? n->name : "?",
-			    n->op_type ? n->op_type : "?", buf);
+	if (n->name && *n->name)
+		return dl_error_set(im->err, DL_EINPUT, "%s: node '%s' (%s): %s", im->path,
+				    n->name, n->op_type ? n->op_type : "?", buf);
+	/* an unnamed node (exporters often leave names out): its place in
+	 * the graph and its first output */
+	int at = -1;
+	for (size_t i = 0; im->g && i < im->g->n_node && at < 0; i++)
+		if (im->g->node[i] == n)
+			at = (int)i;
+	return dl_error_set(im->err, DL_EINPUT, "%s: node %d, unnamed (%s, output '%s'): %s",
+			    im->path, at, n->op_type ? n->op_type : "?",
+			    n->n_output > 0 && n->output[0] ? n->output[0] : "?", buf);
 }
 
 static int oom(struct imp *im)

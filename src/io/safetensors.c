@@ -253,10 +253,54 @@ out:
 static int check_file(struct dl_safetensors *st, const unsigned char *p,
 		      struct dl_error *err);
 
+/* Standard input's bytes, read once: a verb may open its weights more than
+ * once (checked, then loaded), and a pipe reads only once. Kept for the
+ * process's life; not for concurrent first reads from several threads. */
+static unsigned char *stdin_bytes;
+static size_t stdin_size;
+static int stdin_read;
+
+static int read_stdin(struct dl_error *err)
+{
+	if (stdin_read)
+		return 0;
+	size_t cap = 1 << 16, n = 0;
+	unsigned char *b = malloc(cap);
+	if (!b)
+		return dl_error_set(err, DL_ERUN, "stdin: out of memory");
+	for (;;) {
+		if (n == cap) {
+			unsigned char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(b, cap * 2);
+			if (!nb) {
+				free(b);
+				return dl_error_set(err, DL_ERUN, "stdin: out of memory");
+			}
+			b = nb;
+			cap *= 2;
+		}
+		size_t got = fread(b + n, 1, cap - n, stdin);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	if (ferror(stdin)) {
+		free(b);
+		return dl_error_set(err, DL_ERUN, "stdin: read error: %s", strerror(errno));
+	}
+	stdin_bytes = b;
+	stdin_size = n;
+	stdin_read = 1;
+	return 0;
+}
+
 int dl_st_open(struct dl_safetensors *st, const char *path,
 	       struct dl_error *err)
 {
 	memset(st, 0, sizeof *st);
+	if (strcmp(path, "-") == 0) {   /* `-` is standard input */
+		int rc = read_stdin(err);
+		return rc ? rc : dl_st_open_buffer(st, "stdin", stdin_bytes, stdin_size, err);
+	}
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return dl_error_set(err, DL_EINPUT, "%s: cannot open: %s", path,

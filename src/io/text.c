@@ -72,6 +72,13 @@ static int64_t parse_line(struct dl_text_reader *r, size_t len, float *dst,
 					    "beyond the float32 range", r->name,
 					    (long long)r->line, col, tok,
 					    strlen(tok) > 32 ? "..." : "");
+		/* an id of a dtype: int input is a whole number (NaN is not;
+		 * the op checks the range) */
+		if (r->ints && v != floor(v))
+			return dl_error_set(err, DL_EINPUT, "%s:%lld:%ld: %.32s%s is not an "
+					    "integer; the input has dtype: int (token ids)",
+					    r->name, (long long)r->line, col, tok,
+					    strlen(tok) > 32 ? "..." : "");
 		if (n < room)
 			dst[n] = (float)v;
 		n++;

@@ -14,6 +14,7 @@ struct dl_text_reader {
 	int64_t line;      /* lines consumed so far */
 	char *buf;         /* line buffer (getline) */
 	size_t cap;
+	int ints;          /* values are integers (token ids): 1.5 is refused */
 };
 
 void dl_text_reader_init(struct dl_text_reader *r, FILE *f, const char *name);

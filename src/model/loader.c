@@ -84,7 +84,8 @@ static const char *const train_keys[] = {
 	"dampening", "nesterov", "weight_decay", "betas", "eps",
 	"clip_grad_norm", "lr_schedule", "step_size", "gamma", "min_lr",
 	"warmup", "seed", "shuffle", "ignore_index", "val_split",
-	"checkpoint_every", "loss_output", NULL};
+	"checkpoint_every", "loss_output", "threads", "max_memory", "ignore_extra",
+	"sync_batch_norm", NULL};
 
 static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -143,12 +144,19 @@ static int is_digits(const char *s)
 	return 1;
 }
 
-/* An entry name: a word, or digits alone (a PyTorch index key segment,
- * checked against the list's index scopes at layout); `_` is reserved for
- * the default input. */
+/* An entry name: a PyTorch key segment of letters, digits, '_' and '-'
+ * (model-format section 2), so also '1x1' or '2nd', and digits alone (an
+ * index key segment, checked against the list's index scopes at layout);
+ * `_` is reserved for the default input. */
 static int is_entry_name(const char *s)
 {
-	return (is_ident(s) || is_digits(s)) && strcmp(s, "_") != 0;
+	if (!s || !*s || strcmp(s, "_") == 0)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
 }
 
 /* ---- growing the graph ---- */
@@ -989,7 +997,7 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 				    "for the entry's default input");
 		if (!is_entry_name(nm))
 			return lerr(L, name_node, "name must be a word of letters, digits, "
-				    "'_' and '-' (not starting with a digit), or digits alone");
+				    "'_' and '-' (a PyTorch key segment: no dots or spaces)");
 		snprintf(own, sizeof own, "%s", nm);
 	} else {
 		snprintf(own, sizeof own, "%d", index);
@@ -1909,7 +1917,31 @@ int dl_model_load_buffer(struct dl_graph **out, const char *path,
 		dl_graph_free(L.g);
 		return rc;
 	}
+	/* a model is one YAML document: a second one (after ---) is not read
+	 * silently */
+	yaml_document_t next;
+	if (yaml_document_get_root_node(&L.doc)) {
+		if (!yaml_parser_load(&parser, &next)) {
+			rc = yaml_problem(&parser, path, buf, len, err);
+		} else {
+			yaml_node_t *r2 = yaml_document_get_root_node(&next);
+			/* a trailing '---' alone holds an empty scalar */
+			if (r2 && r2->type == YAML_SCALAR_NODE && r2->data.scalar.length == 0)
+				r2 = NULL;
+			if (r2)
+				rc = dl_error_set(err, DL_EINPUT, "%s:%d:%d: a second YAML document; "
+						  "a model file holds one (remove the '---' before it, "
+						  "or this part)", path, (int)r2->start_mark.line + 1,
+						  (int)r2->start_mark.column + 1);
+			yaml_document_delete(&next);
+		}
+	}
 	yaml_parser_delete(&parser);
+	if (rc) {
+		yaml_document_delete(&L.doc);
+		dl_graph_free(L.g);
+		return rc;
+	}
 	rc = parse(&L);
 	free(L.expand);
 	yaml_document_delete(&L.doc);

@@ -42,6 +42,13 @@ char *dl_model_default_weights(const struct dl_graph *g)
 int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
 			int n_specs, int64_t batch, struct dl_error *err)
 {
+	return dl_model_infer_spec_fill(g, specs, n_specs, batch, 0, NULL, err);
+}
+
+int dl_model_infer_spec_fill(struct dl_graph *g, const char *const *specs,
+			     int n_specs, int64_t batch, int64_t fill,
+			     int *unbound, struct dl_error *err)
+{
 	struct dl_shape *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
 	if (!in)
 		return dl_error_set(err, DL_ERUN, "out of memory");
@@ -90,13 +97,27 @@ int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
 					  "--input-shape '%s': input '%s' has %d per-sample dimensions",
 					  specs[k], g->inputs[i].name, g->inputs[i].ndim);
 	}
+	/* a symbol that one spec binds has that size in every input */
 	for (int i = 0; rc == 0 && i < g->n_inputs; i++)
 		for (int d = 0; d < g->inputs[i].ndim; d++)
-			if (in[i].d[d + 1] < 0)
+			for (int j = 0; in[i].d[d + 1] < 0 && j < g->n_inputs; j++)
+				for (int e = 0; e < g->inputs[j].ndim; e++)
+					if (in[j].d[e + 1] >= 0 && g->inputs[j].sym[e] &&
+					    strcmp(g->inputs[j].sym[e], g->inputs[i].sym[d]) == 0)
+						in[i].d[d + 1] = in[j].d[e + 1];
+	for (int i = 0; rc == 0 && i < g->n_inputs; i++)
+		for (int d = 0; d < g->inputs[i].ndim; d++)
+			if (in[i].d[d + 1] < 0 && fill > 0) {
+				in[i].d[d + 1] = fill;
+			} else if (in[i].d[d + 1] < 0) {
+				if (unbound)
+					*unbound = 1;
 				rc = dl_error_set(err, DL_EINPUT,
 						  "input '%s' has the symbolic size %s: give it with "
 						  "--input-shape %s=...", g->inputs[i].name,
 						  g->inputs[i].sym[d], g->inputs[i].name);
+				break;
+			}
 	if (rc == 0)
 		rc = dl_graph_infer(g, in, err);
 	free(in);

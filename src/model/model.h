@@ -35,6 +35,12 @@ char *dl_model_default_weights(const struct dl_graph *g);
  * string per input, in any order) and runs shape inference with batch n. */
 int dl_model_infer_spec(struct dl_graph *g, const char *const *specs,
 			int n_specs, int64_t batch, struct dl_error *err);
+/* The same, with every symbolic size that no spec binds set to fill when
+ * fill > 0; with fill 0 such a size is an error, and *unbound (may be
+ * NULL) is set to 1 when that is the error. */
+int dl_model_infer_spec_fill(struct dl_graph *g, const char *const *specs,
+			     int n_specs, int64_t batch, int64_t fill,
+			     int *unbound, struct dl_error *err);
 
 /* Loads parameters and buffers from a safetensors file: every one must be
  * there with its shape (F32, F16, BF16 or F64); extra tensors are an error

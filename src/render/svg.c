@@ -775,9 +775,12 @@ static struct ext draw_repeat(struct draw *D, int r)
 	double x0 = D->ax - e.l - PAD, x1 = D->ax + e.r + PAD;
 	double ym = (fy0 + fy1) / 2;
 	if (D->emit) {
+		/* the frame's tooltip spells the label as cli.md does, "x N"
+		 * (the picture writes the book's multiplication sign) */
 		bprintf(&D->back, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
 			"rx=\"8\" fill=\"none\" stroke=\"" C_FRAME "\" stroke-width=\"1.2\" "
-			"stroke-dasharray=\"5,4\"/>\n", x0, fy0, x1 - x0, fy1 - fy0);
+			"stroke-dasharray=\"5,4\"><title>x %d%s</title></rect>\n", x0, fy0,
+			x1 - x0, fy1 - fy0, times, row->shared ? ", shared" : "");
 		bprintf(&D->front, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%g\">%s</text>\n",
 			x1 + 7, ym + (FS_OP + 2) * 0.35, FS_OP + 2, times_s);
 		if (*name) {

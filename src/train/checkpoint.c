@@ -11,6 +11,7 @@
 #include "train/checkpoint.h"
 
 #define N_META 10
+#define N_META_EPOCH 4   /* optional: the epoch's sums and the log's length */
 
 int dl_checkpoint_save(const char *path, struct dl_graph *g,
 		       const struct dl_optim *o, const struct dl_train_pos *pos,
@@ -53,10 +54,19 @@ int dl_checkpoint_save(const char *path, struct dl_graph *g,
 	memcpy(&bits, &pos->rng.spare, sizeof bits);
 	snprintf(v[8], 40, "%016" PRIx64, bits);
 	snprintf(v[9], 40, "%" PRId64, o->step);
+	char w[N_META_EPOCH][40];
+	memcpy(&bits, &pos->ep_loss, sizeof bits);
+	snprintf(w[0], 40, "%016" PRIx64, bits);
+	memcpy(&bits, &pos->ep_aux, sizeof bits);
+	snprintf(w[1], 40, "%016" PRIx64, bits);
+	snprintf(w[2], 40, "%" PRId64, pos->ep_seen);
+	snprintf(w[3], 40, "%" PRId64, pos->log_bytes);
 	const char *meta[] = {
 		"dlrun_checkpoint", "1", "step", v[0], "epoch", v[1], "batch", v[2],
 		"rng0", v[3], "rng1", v[4], "rng2", v[5], "rng3", v[6],
-		"rng_has_spare", v[7], "rng_spare", v[8], "optim_step", v[9]};
+		"rng_has_spare", v[7], "rng_spare", v[8], "optim_step", v[9],
+		"epoch_loss", w[0], "epoch_aux", w[1], "epoch_seen", w[2],
+		"log_bytes", w[3]};
 	if (rc == 0)
 		rc = dl_st_write(path, e, c, meta, (int)(sizeof meta / sizeof *meta / 2), err);
 	for (int i = 0; keys && i < count; i++)
@@ -106,6 +116,23 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g,
 					   "rng3", "rng_has_spare", "rng_spare", "optim_step"};
 	for (int i = 0; rc == 0 && i < N_META; i++)
 		rc = meta_u64(&st, keys[i], i >= 3 && i != 7 && i != 9, &u[i], err);
+	/* the epoch's sums and the log's length: absent from checkpoints of
+	 * earlier versions (the epoch's report then counts from the resume) */
+	uint64_t ew[N_META_EPOCH] = {0, 0, 0, 0};
+	int64_t log_bytes = -1;
+	static const char *const ekeys[] = {"epoch_loss", "epoch_aux", "epoch_seen"};
+	for (int i = 0; rc == 0 && i < N_META_EPOCH - 1; i++)
+		if (dl_st_meta(&st, ekeys[i]))
+			rc = meta_u64(&st, ekeys[i], i < 2, &ew[i], err);
+	const char *lb = dl_st_meta(&st, "log_bytes");
+	if (rc == 0 && lb) {
+		char *end;
+		long long l = strtoll(lb, &end, 10);
+		if (*end || end == lb || l < -1)
+			rc = dl_error_set(err, DL_EINPUT, "%s: bad checkpoint metadata 'log_bytes'",
+					  st.path);
+		log_bytes = l;
+	}
 	if (rc == 0)
 		rc = read_moment(&st, "__optim__.m", o->m, o->n, err);
 	if (rc == 0)
@@ -121,6 +148,10 @@ int dl_checkpoint_load(const char *path, struct dl_graph *g,
 	pos->rng.has_spare = (int)u[7];
 	memcpy(&pos->rng.spare, &u[8], sizeof u[8]);
 	o->step = (int64_t)u[9];
+	memcpy(&pos->ep_loss, &ew[0], sizeof ew[0]);
+	memcpy(&pos->ep_aux, &ew[1], sizeof ew[1]);
+	pos->ep_seen = (int64_t)ew[2];
+	pos->log_bytes = log_bytes;
 	/* the model's tensors, checked like any weights file; the optimizer's
 	 * are skipped by name */
 	return dl_model_load_weights(g, path, err);

@@ -13,8 +13,14 @@
 struct dl_train_pos {
 	int64_t step;      /* optimizer steps taken over the whole run */
 	int64_t epoch;     /* current epoch (0-based) */
-	int64_t batch;     /* batches of this epoch already done */
+	int64_t batch;     /* batches of this epoch already done (all of
+	                    * them: the epoch's report is still to come) */
 	struct dl_rng rng; /* the dropout generator */
+	/* the epoch so far, for its report: sums of the batches' mean losses
+	 * (and balance losses) times their sizes, and the samples seen */
+	double ep_loss, ep_aux;
+	int64_t ep_seen;
+	int64_t log_bytes; /* the --log file's length at this point; -1: none */
 };
 
 int dl_checkpoint_save(const char *path, struct dl_graph *g,

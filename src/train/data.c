@@ -208,16 +208,22 @@ static int check_input(const struct dl_array *a, const struct dl_input_spec *in,
 			    spec_str(in, want, sizeof want));
 }
 
-/* Every array holds as many samples as the first input. */
+/* Every input array holds the data's samples, or one sample that serves
+ * every sample (a graph's adjacency, as infer broadcasts a batch-1 input);
+ * the labels hold the data's samples. */
 static int check_counts(struct dl_dataset *d, const char *const *names,
 			const char *yname, struct dl_error *err)
 {
-	int64_t n = d->x[0].shape.d[0];
-	for (int i = 1; i < d->n_x; i++)
-		if (d->x[i].shape.d[0] != n)
+	int at = 0;   /* the first input that does not hold one sample */
+	while (at + 1 < d->n_x && d->x[at].shape.d[0] == 1)
+		at++;
+	int64_t n = d->x[at].shape.d[0];
+	for (int i = 0; i < d->n_x; i++)
+		if (d->x[i].shape.d[0] != n && d->x[i].shape.d[0] != 1)
 			return dl_error_set(err, DL_EINPUT,
-					    "%s has %lld samples but %s has %lld; they must match",
-					    names[i], (long long)d->x[i].shape.d[0], names[0],
+					    "%s has %lld samples but %s has %lld; they must match "
+					    "(or hold one sample, which serves every sample)",
+					    names[i], (long long)d->x[i].shape.d[0], names[at],
 					    (long long)n);
 	if (d->y.shape.ndim && d->y.shape.d[0] != n)
 		return dl_error_set(err, DL_EINPUT,
@@ -369,7 +375,19 @@ int dl_dataset_load_npz(struct dl_dataset *d, const char *path, int val,
 		rc = dl_error_set(err, DL_ERUN, "out of memory");
 	for (int i = 0; rc == 0 && i < s->n_inputs; i++) {
 		char member[512], held[600], want[600];
-		if (member_for(&z, s, i, val, member, sizeof member) != 0) {
+		int shared = 0;   /* the training array of one sample serves both sets */
+		if (val && member_for(&z, s, i, val, member, sizeof member) != 0 &&
+		    member_for(&z, s, i, 0, member, sizeof member) == 0) {
+			if (read_member(&z, path, member, input_kind(s, i), &d->x[i], err) != 0) {
+				rc = err->code;
+				break;
+			}
+			shared = d->x[i].shape.ndim > 0 && d->x[i].shape.d[0] == 1;
+			array_free(&d->x[i]);
+			if (!shared)
+				member_for(&z, s, i, val, member, sizeof member);
+		}
+		if (!shared && member_for(&z, s, i, val, member, sizeof member) != 0) {
 			member_list(&z, held, sizeof held);
 			expected_list(s, val ? "_val" : "", want, sizeof want);
 			rc = dl_error_set(err, DL_EINPUT,
@@ -449,8 +467,11 @@ int dl_dataset_split(struct dl_dataset *train, struct dl_dataset *val,
 				    "of %lld", fraction, (long long)train->n);
 	int64_t nt = train->n - nv;
 	int rc = dataset_init(val, train->n_x, err);
+	/* an input of one sample that serves every sample serves both sets */
 	for (int i = 0; rc == 0 && i < train->n_x; i++)
-		rc = array_slice(&val->x[i], &train->x[i], nt, nv, err);
+		rc = dl_array_broadcast(&train->x[i], train->n)
+			     ? array_slice(&val->x[i], &train->x[i], 0, 1, err)
+			     : array_slice(&val->x[i], &train->x[i], nt, nv, err);
 	if (rc == 0)
 		rc = array_slice(&val->y, &train->y, nt, nv, err);
 	if (rc)
@@ -458,7 +479,8 @@ int dl_dataset_split(struct dl_dataset *train, struct dl_dataset *val,
 	val->n = nv;
 	train->n = nt;
 	for (int i = 0; i < train->n_x; i++)
-		train->x[i].shape.d[0] = nt;
+		if (train->x[i].shape.d[0] != 1 || nt + nv == 1)
+			train->x[i].shape.d[0] = nt;
 	train->y.shape.d[0] = nt;
 	return 0;
 }

@@ -29,6 +29,13 @@ struct dl_data_spec {
 	int ids;                     /* labels are class ids (else floats) */
 };
 
+/* An input array of one sample in a set of n > 1: it serves every sample
+ * (its row 0 is every batch row). */
+static inline int dl_array_broadcast(const struct dl_array *a, int64_t n)
+{
+	return a->shape.ndim > 0 && a->shape.d[0] == 1 && n > 1;
+}
+
 struct dl_dataset {
 	int64_t n;               /* samples */
 	int n_x;

@@ -57,8 +57,10 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 {
 	for (int k = 0; k < d->n_x; k++) {
 		int64_t xs = dl_array_sample_numel(&d->x[k]);
+		int one = dl_array_broadcast(&d->x[k], d->n);   /* row 0 for every sample */
 		for (int64_t i = 0; i < b; i++)
-			memcpy(t->bx[k] + i * xs, d->x[k].f + idx[i] * xs, (size_t)xs * sizeof(float));
+			memcpy(t->bx[k] + i * xs, d->x[k].f + (one ? 0 : idx[i]) * xs,
+			       (size_t)xs * sizeof(float));
 	}
 	int64_t ys = dl_array_sample_numel(&d->y);
 	for (int64_t i = 0; i < b; i++) {
@@ -135,9 +137,21 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 	return 0;
 }
 
+/* The checkpoint after the step just taken: the batch counts as done,
+ * and at an epoch's last batch the position stays in that epoch (all its
+ * batches done), so a resumed run still writes the epoch's report, with
+ * the epoch's loss over all its batches, and the log as it stood. */
+static int save_checkpoint(struct dl_trainer *t, struct dl_error *err)
+{
+	struct dl_train_pos p = t->pos;
+	p.batch++;
+	p.log_bytes = t->log_bytes ? t->log_bytes(t->user) : -1;
+	return dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err);
+}
+
 /* A signal asked the run to stop after the step just taken: the
  * checkpoint of this point (unless it was just written), then the error. */
-static int stopped(struct dl_trainer *t, int64_t nb, struct dl_error *err)
+static int stopped(struct dl_trainer *t, struct dl_error *err)
 {
 	int sig = (int)*t->stop;
 	const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
@@ -147,13 +161,7 @@ static int stopped(struct dl_trainer *t, int64_t nb, struct dl_error *err)
 				    "--checkpoint-every N keeps the progress)", name,
 				    (long long)t->pos.step);
 	if (t->ckpt_every <= 0 || t->pos.step % t->ckpt_every != 0) {
-		struct dl_train_pos p = t->pos;
-		p.batch++;
-		if (p.batch == nb) {
-			p.batch = 0;
-			p.epoch++;
-		}
-		int rc = dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err);
+		int rc = save_checkpoint(t, err);
 		if (rc)
 			return rc;
 	}
@@ -190,9 +198,10 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				t->perm[i] = t->perm[j];
 				t->perm[j] = tmp;
 			}
-		double sum = 0, bsum = 0;
-		int64_t seen = 0;
-		double lr = 0;
+		/* the epoch's sums so far: zero, or a checkpoint's */
+		double sum = t->pos.ep_loss, bsum = t->pos.ep_aux;
+		int64_t seen = t->pos.ep_seen;
+		double lr = t->pos.batch > 0 && t->pos.step > 0 ? dl_lr_at(&t->sched, t->pos.step - 1) : 0;
 		for (; t->pos.batch < nb; t->pos.batch++) {
 			int64_t off = t->pos.batch * bs;
 			int64_t b = n - off < bs ? n - off : bs;
@@ -214,6 +223,9 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			sum += loss * (double)b;
 			bsum += t->step.aux_loss * (double)b;
 			seen += b;
+			t->pos.ep_loss = sum;
+			t->pos.ep_aux = bsum;
+			t->pos.ep_seen = seen;
 			samples += b;
 			double el = now() - t0;
 			double rate = el > 0 ? (double)samples / el : 0;
@@ -227,17 +239,11 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			}
 			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0 &&
 			    (!D || D->rank == 0)) {
-				struct dl_train_pos p = t->pos;
-				p.batch++;
-				if (p.batch == nb) {
-					p.batch = 0;
-					p.epoch++;
-				}
-				if ((rc = dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err)) != 0)
+				if ((rc = save_checkpoint(t, err)) != 0)
 					return rc;
 			}
 			if (t->stop && *t->stop)
-				return stopped(t, nb, err);
+				return stopped(t, err);
 		}
 		struct dl_epoch_report r = {t->pos.epoch + 1, t->pos.step,
 					    seen ? sum / (double)seen : NAN, lr, 0, NAN, 0, NAN,
@@ -250,6 +256,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 		}
 		if (t->on_epoch)
 			t->on_epoch(t->user, &r);
+		t->pos.ep_loss = t->pos.ep_aux = 0;
+		t->pos.ep_seen = 0;
 	}
 	return 0;
 }
@@ -297,6 +305,7 @@ int dl_trainer_init(struct dl_trainer *t, struct dl_error *err)
 	if (!t->by || !t->bids || !t->perm)
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	dl_rng_seed(&t->pos.rng, (uint64_t)t->seed ^ 0x5deece66dULL);
+	t->pos.log_bytes = -1;
 	if (t->resume && (rc = dl_checkpoint_load(t->resume, g, &t->opt, &t->pos, err)) != 0)
 		return rc;
 	t->cur_batch = -1;

@@ -50,6 +50,9 @@ struct dl_trainer {
 	void (*on_batch)(void *user, const struct dl_batch_report *r);
 	void (*on_epoch)(void *user, const struct dl_epoch_report *r);
 	void *user;
+	/* The length of the caller's log so far, kept in checkpoints so that
+	 * a resumed run can cut what was logged after them; NULL: no log. */
+	int64_t (*log_bytes)(void *user);
 	/* Set (to a signal number) by the caller's signal handler: the run
 	 * stops after the current step, writes a checkpoint when it has a
 	 * checkpoint path, and returns DL_ESIGNAL - the signal. NULL: never. */

@@ -173,6 +173,7 @@ static void report(const struct bench *B, const char *model, long long batch, in
 
 static int bench_main(int argc, char **argv, struct dl_error *err)
 {
+	int64_t filled = 0;   /* a symbolic size verb_infer_shapes_as took */
 	double t_start = now_ms();
 	static const struct option opts[] = {
 		{"weights", required_argument, NULL, 'w'},
@@ -236,7 +237,9 @@ static int bench_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_model_load(&B.g, model, err);
 	if (rc == 0)
-		rc = verb_infer_shapes(B.g, specs, n_specs, batch, err);
+		rc = verb_infer_shapes_as(B.g, specs, n_specs, batch, &filled, err);
+	if (rc == 0)
+		verb_note_filled(B.g, n_specs, filled);
 	if (rc == 0) {
 		/* -w, else the default weights when they exist, else fresh ones:
 		 * timing needs no trained values */

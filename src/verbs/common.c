@@ -1,6 +1,7 @@
 /* Option helpers shared by the verbs. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,31 +128,108 @@ void verb_usage(const struct verb *v)
 int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
 		      int64_t batch, struct dl_error *err)
 {
+	return verb_infer_shapes_as(g, specs, n_specs, batch, NULL, err);
+}
+
+/* Sizes tried for a symbolic size no --input-shape gives: small first
+ * (gradcheck evaluates the model hundreds of times), then larger ones for
+ * models whose convolutions and pools need more. */
+static const int64_t sym_fill[] = {8, 16, 32, 64, 128, 256, 512, 1024, 4, 2, 1};
+#define N_SYM_FILL ((int)(sizeof sym_fill / sizeof *sym_fill))
+
+int verb_infer_shapes_as(struct dl_graph *g, char **specs, int n_specs,
+			 int64_t batch, int64_t *filled, struct dl_error *err)
+{
+	const char *const *sp = (const char *const *)specs;
+	if (filled)
+		*filled = 0;
 	if (n_specs == 0 && g->n_syms == 0 && batch == 1 && g->shapes_ready)
 		return 0;
-	return dl_model_infer_spec(g, (const char *const *)specs, n_specs, batch, err);
+	int unbound = 0;
+	int rc = dl_model_infer_spec_fill(g, sp, n_specs, batch, 0, &unbound, err);
+	if (rc == 0 || !unbound)
+		return rc;
+	/* A symbolic size left open: the parameters' shapes do not depend on
+	 * it in most models (a sequence length, an image size), so take the
+	 * first size the model accepts, after a second accepted size has shown
+	 * that the parameters keep their shapes. */
+	struct dl_error first = *err;
+	int c1 = -1;
+	for (int k = 0; k < N_SYM_FILL && c1 < 0; k++) {
+		dl_error_clear(err);
+		if (dl_model_infer_spec_fill(g, sp, n_specs, batch, sym_fill[k], NULL, err) == 0)
+			c1 = k;
+	}
+	dl_error_clear(err);
+	if (c1 < 0) {
+		*err = first;
+		return err->code;
+	}
+	for (int k = c1 + 1; k < N_SYM_FILL; k++) {
+		if (dl_model_infer_spec_fill(g, sp, n_specs, batch, sym_fill[k], NULL, err) == 0)
+			break;
+		/* declare()'s message when a parameter would change shape */
+		if (strstr(err->msg, "would change shape")) {
+			char why[sizeof err->msg];
+			snprintf(why, sizeof why, "%s", err->msg);
+			dl_error_clear(err);
+			return dl_error_set(err, DL_EINPUT, "%s; and the parameters' shapes depend "
+					    "on it (%s)", first.msg, why);
+		}
+		dl_error_clear(err);
+	}
+	if ((rc = dl_model_infer_spec_fill(g, sp, n_specs, batch, sym_fill[c1], NULL, err)) != 0)
+		return rc;
+	if (filled)
+		*filled = sym_fill[c1];
+	return 0;
+}
+
+void verb_note_filled(const struct dl_graph *g, int n_specs, int64_t filled)
+{
+	if (!filled)
+		return;
+	char names[512] = "";
+	size_t used = 0;
+	for (int i = 0; i < g->n_syms && used < sizeof names; i++)
+		used += (size_t)snprintf(names + used, sizeof names - used, "%s%s",
+					 i ? ", " : "", g->sym_names[i]);
+	fprintf(stderr, "dlrun: symbolic size%s %s%s taken as %lld (--input-shape sets %s)\n",
+		g->n_syms > 1 ? "s" : "", names, n_specs ? " (those not given)" : "",
+		(long long)filled, g->n_syms > 1 ? "them" : "it");
+}
+
+int verb_check_input_ids(const struct dl_graph *g, int v, const float *ids, int64_t count,
+			 const char *where, struct dl_error *err)
+{
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_node *n = &g->nodes[i];
+		if (strcmp(n->op->name, "embedding") || n->n_in < 1 || n->in[0] != v ||
+		    n->n_params < 1)
+			continue;
+		int64_t vocab = n->params[0].shape.d[0];
+		for (int64_t j = 0; j < count; j++) {
+			float id = ids[j];
+			if (!(id >= 0 && id < (float)vocab && id == floorf(id)))
+				return dl_error_set(err, DL_EINPUT,
+						    "%s%s%s:%d:%d: embedding '%s': token id %.9g of input "
+						    "'%s' is out of range for its vocabulary of %lld "
+						    "(num_embeddings)", where ? where : "",
+						    where ? ": " : "", n->file, n->line, n->col,
+						    n->scope, (double)id, g->inputs[v].name,
+						    (long long)vocab);
+		}
+	}
+	return 0;
 }
 
 int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *err)
 {
-	for (int i = 0; i < g->n_nodes; i++) {
-		const struct dl_node *n = &g->nodes[i];
-		if (strcmp(n->op->name, "embedding") || n->n_in < 1 || n->in[0] >= g->n_inputs ||
-		    n->n_params < 1)
-			continue;
-		int v = n->in[0];
-		int64_t vocab = n->params[0].shape.d[0];
-		int64_t count = dl_shape_numel(&g->values[v].shape);
-		for (int64_t j = 0; j < count; j++) {
-			float id = in[v][j];
-			if (!(id >= 0 && id < (float)vocab))
-				return dl_error_set(err, DL_ERUN,
-						    "%s:%d:%d: embedding '%s': token id %.9g of input "
-						    "'%s' is out of range for its vocabulary of %lld "
-						    "(num_embeddings)", n->file, n->line, n->col,
-						    n->scope, (double)id, g->inputs[v].name,
-						    (long long)vocab);
-		}
+	for (int v = 0; v < g->n_inputs; v++) {
+		int rc = verb_check_input_ids(g, v, in[v], dl_shape_numel(&g->values[v].shape),
+					      NULL, err);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }

@@ -257,6 +257,7 @@ static int is_adjacency(const struct dl_graph *g, int v)
 
 static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 {
+	int64_t filled = 0;   /* a symbolic size verb_infer_shapes_as took */
 	static const struct option opts[] = {
 		{"weights", required_argument, NULL, 'w'},
 		{"seed", required_argument, NULL, 's'},
@@ -330,7 +331,9 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_model_load(&C.g, model, err);
 	if (rc == 0)
-		rc = verb_infer_shapes(C.g, specs, n_specs, batch, err);
+		rc = verb_infer_shapes_as(C.g, specs, n_specs, batch, &filled, err);
+	if (rc == 0)
+		verb_note_filled(C.g, n_specs, filled);
 	struct dl_graph *g = C.g;
 	if (rc == 0) {
 		if (wflag)
@@ -401,7 +404,7 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 			struct dl_node *n = &g->nodes[i];
 			for (int k = 0; k < n->n_params; k++) {
 				struct dl_param *p = &n->params[k];
-				if (p->buffer)
+				if (p->buffer || p->tie)   /* a tied one: its owner's row */
 					continue;
 				struct worst w = {0, 0, 0, 0, -1, 0};
 				int64_t numel = dl_shape_numel(&p->shape);

@@ -75,13 +75,63 @@ static int grow_floats(float **p, size_t *cap, int64_t n, struct dl_error *err)
 	return 0;
 }
 
+static int name_is(const char *s, const char *name, size_t len)
+{
+	return strlen(s) == len && strncmp(s, name, len) == 0;
+}
+
+/* The top-level entry scope that output k comes from (its producer's
+ * first scope segment), in buf; "" for a model input. */
+static const char *output_entry(const struct dl_graph *g, int k, char *buf, size_t size)
+{
+	int p = g->values[g->outputs[k]].producer;
+	buf[0] = '\0';
+	if (p >= 0 && g->nodes[p].scope)
+		snprintf(buf, size, "%.*s", (int)strcspn(g->nodes[p].scope, "."),
+			 g->nodes[p].scope);
+	return buf;
+}
+
+/* Output k for NAME (len bytes): its name; NAME.0 for an entry's first
+ * array (as in in: lists); and for the default output ('output', 'output.1'
+ * of a model without outputs:) also the last entry's own name, which
+ * model-format says the output is. -1: none. */
 static int output_index(const struct dl_graph *g, const char *name, size_t len)
 {
 	for (int k = 0; k < g->n_outputs; k++)
-		if (strlen(g->output_names[k]) == len &&
-		    strncmp(g->output_names[k], name, len) == 0)
+		if (name_is(g->output_names[k], name, len))
 			return k;
+	if (len > 2 && strncmp(name + len - 2, ".0", 2) == 0)
+		for (int k = 0; k < g->n_outputs; k++)
+			if (name_is(g->output_names[k], name, len - 2))
+				return k;
+	char entry[512], alias[600];
+	for (int k = 0; k < g->n_outputs; k++) {
+		const char *o = g->output_names[k];
+		if (strncmp(o, "output", 6) != 0 || (o[6] && o[6] != '.') ||
+		    !*output_entry(g, k, entry, sizeof entry) || strcmp(entry, "output") == 0)
+			continue;
+		snprintf(alias, sizeof alias, "%s%s", entry, o + 6);
+		if (name_is(alias, name, len) ||
+		    (!o[6] && len == strlen(entry) + 2 && strncmp(name, entry, strlen(entry)) == 0 &&
+		     strncmp(name + len - 2, ".0", 2) == 0))
+			return k;
+	}
 	return -1;
+}
+
+/* Output j is one of the later arrays of output k's entry: k's name then
+ * '.' and digits ('enc' and 'enc.1'). */
+static int later_array_of(const struct dl_graph *g, int k, int j)
+{
+	const char *a = g->output_names[k], *b = g->output_names[j];
+	size_t l = strlen(a);
+	if (strncmp(a, b, l) != 0 || b[l] != '.' || !b[l + 1])
+		return 0;
+	for (const char *q = b + l + 1; *q; q++)
+		if (*q < '0' || *q > '9')
+			return 0;
+	return g->values[g->outputs[j]].producer == g->values[g->outputs[k]].producer;
 }
 
 static int input_index(const struct dl_graph *g, const char *name, size_t len)
@@ -93,14 +143,15 @@ static int input_index(const struct dl_graph *g, const char *name, size_t len)
 	return -1;
 }
 
-/* [s, end) is a plain name (letters, digits, '_'), not part of a path. */
+/* [s, end) is a name (letters, digits, '_', '-', and '.' as in enc.1),
+ * not part of a path. */
 static int is_word(const char *s, const char *end)
 {
 	if (s == end)
 		return 0;
 	for (; s < end; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '_'))
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.'))
 			return 0;
 	return 1;
 }
@@ -166,6 +217,10 @@ static int bind_sources(struct infer *I, char **ins, int n_ins,
 			I->src_of[i] = add_source(I, "-");
 		from_stdin += strcmp(I->src[I->src_of[i]].path, "-") == 0;
 	}
+	if (from_stdin && I->wflag && strcmp(I->wflag, "-") == 0)
+		return dl_error_set(err, DL_EINPUT,
+				    "infer: -w - reads the weights from stdin, so the inputs "
+				    "need -i NAME=PATH files");
 	if (I->text && from_stdin > 1)
 		return dl_error_set(err, DL_EINPUT,
 				    "infer: a model with several inputs takes text only from "
@@ -227,6 +282,13 @@ static int bind_sinks(struct infer *I, char **outs, int n_outs,
 		I->sink[I->n_sink].path = eq + 1;
 		I->sink_of[k] = I->n_sink++;
 	}
+	/* an entry with several arrays named alone (-o enc=PATH): its later
+	 * arrays (enc.1) go to the same file, back to back as on stdout,
+	 * unless -o names them too */
+	for (int k = 0; k < g->n_outputs && all < 0; k++)
+		for (int j = k + 1; I->sink_of[k] >= 0 && j < g->n_outputs; j++)
+			if (I->sink_of[j] < 0 && later_array_of(g, k, j))
+				I->sink_of[j] = I->sink_of[k];
 	int to_stdout = -1, n_stdout = 0;
 	for (int k = 0; k < g->n_outputs; k++) {
 		if (I->sink_of[k] >= 0)
@@ -506,6 +568,7 @@ static int read_text_step(struct infer *I, struct dl_error *err)
 			rc = grow_floats(&I->in_data[i], &I->in_cap[i], cap, err);
 		if (rc)
 			return rc;
+		s->text.ints = sp->is_int;
 		/* cap_values is the most values one row may hold */
 		int64_t got = dl_text_read_rows(&s->text, &width, (int64_t)I->in_cap[i] / want,
 						I->in_data[i], want, err);
@@ -663,11 +726,12 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 	}
 	dl_rng_seed(&I.rng, 0);
 	rc = alloc_state(&I, err);
-	/* Weights before any input is read, when their shapes are known. */
-	if (rc == 0)
-		rc = ensure_weights(&I, err);
+	/* Weights before any input is read, when their shapes are known (the
+	 * sources are opened, not read, first: -w - must know stdin is free) */
 	if (rc == 0)
 		rc = bind_sources(&I, ins, n_ins, err);
+	if (rc == 0)
+		rc = ensure_weights(&I, err);
 	if (rc == 0)
 		rc = bind_sinks(&I, outs, n_outs, err);
 	while (rc == 0) {

@@ -16,16 +16,32 @@ static void print_inputs(const struct dl_op_desc *op)
 		printf("  inputs: %d to %d\n", op->min_in, op->max_in);
 }
 
+/* A size that follows from the input (in_channels, d_model, ...). */
+static int inferred(const struct dl_hp_desc *d)
+{
+	return d->def && strcmp(d->def, "inferred") == 0;
+}
+
 static int ops_main(int argc, char **argv, struct dl_error *err)
 {
-	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-		verb_usage(&verb_ops);
-		return 0;
-	}
+	/* -h/--help anywhere, as getopt_long's verbs take it: `ops conv2d -h` */
+	for (int i = 1; i < argc && strcmp(argv[i - 1], "--") != 0; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			verb_usage(&verb_ops);
+			return 0;
+		}
+	/* `--` ends the options: `ops -- conv2d` */
+	int dd = 0;
 	for (int i = 1; i < argc; i++)
-		if (argv[i][0] == '-')
+		if (!dd && strcmp(argv[i], "--") == 0) {
+			dd = 1;
+			memmove(argv + i, argv + i + 1, (size_t)(argc - i) * sizeof *argv);
+			argc--;
+			i--;
+		} else if (!dd && argv[i][0] == '-') {
 			return dl_error_set(err, DL_EINPUT,
 					    "ops: unknown option '%s'; see 'dlrun ops --help'", argv[i]);
+		}
 	if (argc > 2)
 		return dl_error_set(err, DL_EINPUT, "ops: takes at most one op name");
 	char buf[256];
@@ -50,15 +66,21 @@ static int ops_main(int argc, char **argv, struct dl_error *err)
 		printf("  training: %s\n", op->backward ? "yes" : "not yet (no backward)");
 		return 0;
 	}
+	/* one line an op: the hyperparameters one writes, in order, then the
+	 * sizes that follow from the input (cli.md's `conv2d out_channels
+	 * kernel_size stride=1 padding=0 ...`) */
 	for (const struct dl_op_desc *const *o = dl_op_all(); *o; o++) {
 		fputs((*o)->name, stdout);
-		for (int i = 0; i < (*o)->n_hp; i++) {
-			dl_hp_describe(&(*o)->hp[i], buf, sizeof buf);
-			char *paren = strstr(buf, " (");
-			if (paren)
-				*paren = '\0';
-			printf(" %s", buf);
-		}
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < (*o)->n_hp; i++) {
+				if (inferred(&(*o)->hp[i]) != pass)
+					continue;
+				dl_hp_describe(&(*o)->hp[i], buf, sizeof buf);
+				char *paren = strstr(buf, " (");
+				if (paren)
+					*paren = '\0';
+				printf(" %s", buf);
+			}
 		putchar('\n');
 	}
 	return 0;

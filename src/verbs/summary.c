@@ -230,6 +230,7 @@ static int print_table(const struct dl_graph *g, int64_t batch, size_t train_byt
 
 static int summary_main(int argc, char **argv, struct dl_error *err)
 {
+	int64_t filled = 0;   /* a symbolic size verb_infer_shapes_as took */
 	static const struct option opts[] = {
 		{"weights", required_argument, NULL, 'w'},
 		{"input-shape", required_argument, NULL, 'I'},
@@ -284,7 +285,9 @@ static int summary_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = dl_model_load(&g, model, err);
 	if (rc == 0)
-		rc = verb_infer_shapes(g, specs, n_specs, batch, err);
+		rc = verb_infer_shapes_as(g, specs, n_specs, batch, &filled, err);
+	if (rc == 0)
+		verb_note_filled(g, n_specs, filled);
 	if (rc == 0 && wflag)
 		rc = verb_weights(g, wflag, ignore_extra, err);
 	if (rc == DL_EINPUT && wflag && g && g->params_ready && !json)

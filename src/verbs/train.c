@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,11 +95,17 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	STR(checkpoint, "checkpoint")
 	STR(resume, "resume")
 	STR(log, "log")
-	STR(threads, "threads")
 	STR(max_memory, "max-memory")
 #undef NUM
 #undef INT
 #undef STR
+	if (strcmp(name, "threads") == 0) {   /* checked here to say where */
+		if (dl_parse_int(val, &i) || i < 1 || i > 1024)
+			return dl_error_set(err, DL_EINPUT, "%s%s takes an integer from 1 to 1024, "
+					    "got '%s'", where, shown, val);
+		c->threads = val;
+		return 0;
+	}
 	if (strcmp(name, "loss-output") == 0) {
 		c->loss_output = val;
 		snprintf(c->loss_output_where, sizeof c->loss_output_where, "%s", where);
@@ -150,6 +157,14 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	}
 	if (strcmp(name, "shuffle") == 0 && b >= 0) {
 		c->shuffle = b;
+		return 0;
+	}
+	if (strcmp(name, "ignore-extra") == 0 && b >= 0) {
+		c->ignore_extra = b;
+		return 0;
+	}
+	if (strcmp(name, "sync-batch-norm") == 0 && b >= 0) {
+		c->sync_bn = b;
 		return 0;
 	}
 	return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s' (true or false)", where, shown, val);
@@ -241,6 +256,16 @@ static void log_json(struct run *R, const struct dl_epoch_report *e)
 	}
 	fprintf(R->log, "}\n");
 	fflush(R->log);
+}
+
+/* The log's length, for checkpoints (-1: no log here) */
+static int64_t log_bytes(void *user)
+{
+	struct run *R = user;
+	if (!R->log || R->log == stdout)
+		return -1;
+	long at = ftell(R->log);
+	return at < 0 ? -1 : (int64_t)at;
 }
 
 static volatile sig_atomic_t stop_signal;
@@ -434,8 +459,25 @@ static int setup(struct run *R, struct dl_error *err)
 		if (rc)
 			return rc;
 	}
+	/* token ids that feed an embedding: in its vocabulary, as infer checks
+	 * them (else they would look up zero vectors, silently) */
+	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
+		if (!g->inputs[i].is_int)
+			continue;
+		rc = verb_check_input_ids(g, i, R->train.x[i].f, dl_shape_numel(&R->train.x[i].shape),
+					  strcmp(c->data, "-") == 0 ? "stdin" : c->data, err);
+		if (rc == 0 && R->val.n)
+			rc = verb_check_input_ids(g, i, R->val.x[i].f,
+						  dl_shape_numel(&R->val.x[i].shape),
+						  c->val_data ? c->val_data : c->data, err);
+	}
+	if (rc)
+		return rc;
 	/* weights */
 	if (c->w) {
+		if (strcmp(c->w, "-") == 0 && c->data && strcmp(c->data, "-") == 0)
+			return dl_error_set(err, DL_EINPUT, "train: -w - and --data - cannot "
+					    "both read stdin");
 		if ((rc = verb_weights(g, c->w, c->ignore_extra, err)) != 0)
 			return rc;
 	} else {
@@ -480,15 +522,29 @@ static int setup(struct run *R, struct dl_error *err)
 	t->resume = c->resume;
 	t->on_batch = on_batch;
 	t->on_epoch = on_epoch;
+	t->log_bytes = log_bytes;
 	t->user = R;
 	t->dist = &R->dist;
 	if ((rc = dl_trainer_init(t, err)) != 0)
 		return rc;
-	if (c->log && R->dist.rank == 0) {   /* rank 0 alone logs */
+	if (c->log && strcmp(c->log, "-") == 0 && R->dist.rank == 0) {
+		R->log = stdout;   /* `-` is standard output (-o - too, then) */
+	} else if (c->log && R->dist.rank == 0) {   /* rank 0 alone logs */
+		/* a resumed run continues the log from its checkpoint's point:
+		 * lines written after it (by a run killed later) are cut, so the
+		 * log ends as an uninterrupted run's */
+		struct stat sb;
+		if (c->resume && t->pos.log_bytes >= 0 && stat(c->log, &sb) == 0 &&
+		    S_ISREG(sb.st_mode) && sb.st_size > t->pos.log_bytes &&
+		    truncate(c->log, (off_t)t->pos.log_bytes) != 0)
+			return dl_error_set(err, DL_ERUN, "%s: cannot cut the log back to its "
+					    "checkpoint's %lld bytes: %s", c->log,
+					    (long long)t->pos.log_bytes, strerror(errno));
 		R->log = fopen(c->log, c->resume ? "a" : "w");
 		if (!R->log)
 			return dl_error_set(err, DL_EINPUT, "%s: cannot write the log: %s", c->log,
 					    strerror(errno));
+		fseek(R->log, 0, SEEK_END);   /* ftell counts from the file's start */
 	}
 	return 0;
 }
@@ -520,8 +576,8 @@ static const char *rank_path(const char *path, int rank, char **keep)
 	return s;
 }
 
-/* Starts MPI under mpirun; checks that the global batch divides among the
- * processes; one data file per process when --data names {rank}. */
+/* Starts MPI under mpirun; one data file per process when --data names
+ * {rank}, and then the global batch must divide among the processes. */
 static int dist_setup(struct run *R, struct dl_error *err)
 {
 	struct cfg *c = &R->c;
@@ -540,16 +596,21 @@ static int dist_setup(struct run *R, struct dl_error *err)
 		snprintf(R->threads, sizeof R->threads, "%ld", nproc / local > 1 ? nproc / local : 1);
 		c->threads = R->threads;
 	}
-	if (c->batch % k != 0) {
+	/* With one file for all, a global batch that does not divide gives
+	 * shares of different sizes, each gradient weighted by its share (as
+	 * every epoch's last batch is); with one file per process, each takes
+	 * batch / k samples of its own at every step. */
+	if (c->batch % k != 0 && c->data && strstr(c->data, "{rank}")) {
 		R->same_error = 1;   /* every process finds it */
 		long long lo = c->batch / k * k, hi = lo + k;
 		if (lo > 0)
 			return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
-					    "does not divide among %lld processes; %lld or %lld would",
+					    "does not divide among %lld processes, each reading its own "
+					    "file; %lld or %lld would",
 					    c->batch, k, lo, hi);
 		return dl_error_set(err, DL_EINPUT, "train: --batch-size %lld (the global batch) "
-				    "does not divide among %lld processes; %lld (or a multiple of "
-				    "%lld) would", c->batch, k, hi, k);
+				    "does not divide among %lld processes, each reading its own "
+				    "file; %lld (or a multiple of %lld) would", c->batch, k, hi, k);
 	}
 	if (c->data && strcmp(c->data, "-") == 0) {
 		R->same_error = 1;
@@ -747,7 +808,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	free(out);
 	for (int i = 0; i < 4; i++)
 		free(R.paths[i]);
-	if (R.log)
+	if (R.log && R.log != stdout)
 		fclose(R.log);
 	dl_trainer_free(&R.t);
 	dl_dataset_free(&R.train);

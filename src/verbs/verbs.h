@@ -49,10 +49,23 @@ int verb_weights(struct dl_graph *g, const char *path, int ignore_extra,
  * batch `batch`, and --input-shape NAME=d1,d2,... for symbolic ones. */
 int verb_infer_shapes(struct dl_graph *g, char **specs, int n_specs,
 		      int64_t batch, struct dl_error *err);
-/* Every token id that model input feeds straight to an embedding is in
- * [0, num_embeddings): else DL_ERUN naming the entry, the id and the
- * vocabulary size (an id past it is an error, not a zero vector). */
+/* The same, and a symbolic size that no spec gives is set to the first of
+ * 8, 16, 32, ... that the model accepts, when the parameters' shapes do not
+ * depend on it (else an error asks for --input-shape); *filled (may be
+ * NULL) gets that size, or 0 when none was needed. */
+int verb_infer_shapes_as(struct dl_graph *g, char **specs, int n_specs,
+			 int64_t batch, int64_t *filled, struct dl_error *err);
+/* Says on stderr which size verb_infer_shapes_as took (nothing for 0). */
+void verb_note_filled(const struct dl_graph *g, int n_specs, int64_t filled);
+/* Every token id that model input feeds straight to an embedding is a
+ * whole number in [0, num_embeddings): else DL_EINPUT (bad input, exit 2)
+ * naming the entry, the id and the vocabulary size (an id past it is an
+ * error, not a zero vector). */
 int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *err);
+/* The same for the count values of input v, an error prefixed with where
+ * ("d.npz: ") when not NULL. */
+int verb_check_input_ids(const struct dl_graph *g, int v, const float *ids, int64_t count,
+			 const char *where, struct dl_error *err);
 /* Prints the verb's usage to stdout. */
 void verb_usage(const struct verb *v);
 
