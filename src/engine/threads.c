@@ -32,9 +32,16 @@
 
 /* A window shorter than this says little: look again later. */
 #define WINDOW_NS 5000000LL          /* 5 ms */
-/* Workers waiting for a CPU more than this share of the window: a core is
- * taken. An idle machine measures below 1%. */
+/* Workers waiting for a CPU more than this share of the window, in
+ * STRIKES windows in a row: a core is taken. An idle machine measures
+ * below 1% in most windows, but a 2-vCPU guest shows single windows of
+ * 20% to 90% now and then (a worker woken onto the busy vCPU, or the host
+ * running something else): with one window enough, an idle machine ran
+ * three quarters of an efficientnet_b0 batch-32 run on one thread (a
+ * quarter-second back-off after each false alarm). A process that holds
+ * a core keeps the workers waiting in every window. */
 #define WAIT_FRACTION 0.10
+#define STRIKES 2
 /* How long to stay on one thread before trying all again; doubled while
  * the core stays taken, up to BACKOFF_MAX. */
 #define BACKOFF_MIN_NS 250000000LL   /* 0.25 s */
@@ -130,6 +137,7 @@ void dl_set_threads(int n)
 	T.adapt = n > 1;
 	T.until = 0;
 	T.backoff = BACKOFF_MIN_NS;
+	T.strikes = 0;
 	set_used(n);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 	/* dl_sgemm shares products among OpenMP's threads instead */
@@ -166,8 +174,13 @@ void dl_threads_check(void)
 		T.adapt = 0;
 		return;
 	}
-	int taken = (double)(w - T.wait0) > WAIT_FRACTION * (double)(t - T.t0);
+	if ((double)(w - T.wait0) > WAIT_FRACTION * (double)(t - T.t0))
+		T.strikes++;
+	else
+		T.strikes = 0;
+	int taken = T.strikes >= STRIKES;
 	if (taken) {
+		T.strikes = 0;
 		set_used(1);
 		T.until = t + T.backoff;
 		if (T.backoff < BACKOFF_MAX_NS)

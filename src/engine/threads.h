@@ -18,6 +18,7 @@ struct dl_threads {
 	int64_t wait0;      /* the team's summed wait at t0 */
 	int64_t until;      /* on one thread until this time */
 	int64_t backoff;
+	int strikes;        /* consecutive windows over WAIT_FRACTION */
 };
 
 /* A state with one thread asked for. */
