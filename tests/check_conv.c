@@ -493,6 +493,79 @@ START_TEST(test_pool_all_padding_windows)
 }
 END_TEST
 
+/* Padded max pools' backward: windows inside the input take the
+ * vectorised winner search, border windows the bounds-checked one; dx
+ * must be the same bits as one scan of every window in output order,
+ * each window's winner the first cell, replaced by a larger value or a
+ * NaN (PyTorch's rule). Values are drawn from 7 levels (ties
+ * everywhere), with -inf and NaN cells, at odd sizes, strides,
+ * dilations and ceil_mode. */
+START_TEST(test_maxpool_padded_backward_bits)
+{
+	struct { const char *hps; int64_t d[4]; } t[] = {
+		{"kernel_size: 3, stride: 2, padding: 1", {2, 3, 13, 11}},
+		{"kernel_size: 3, stride: 1, padding: 1", {1, 2, 9, 10}},
+		{"kernel_size: [3, 2], stride: [2, 3], padding: [1, 1], ceil_mode: true", {1, 2, 12, 17}},
+		{"kernel_size: 3, stride: 2, padding: 1, dilation: 2", {1, 3, 15, 14}},
+		{"kernel_size: 5, stride: 3, padding: 2", {2, 1, 4, 30}},
+	};
+	for (size_t c = 0; c < sizeof t / sizeof *t; c++) {
+		struct harness h;
+		h_open(&h, "max_pool2d", t[c].hps, 4, t[c].d, 1);
+		struct dl_rng r;
+		dl_rng_seed(&r, 77 + c);
+		for (int64_t i = 0; i < h.nx; i++) {
+			int lv = (int)(dl_rng_uniform(&r) * 9.0);
+			h.x[i] = lv == 7 ? -INFINITY : lv == 8 && i % 5 == 0 ? NAN
+								      : (float)(lv % 7) * 0.25f;
+		}
+		for (int64_t i = 0; i < h.ny; i++)
+			h.gy[i] = (float)dl_rng_uniform(&r) - 0.5f;
+		h_forward(&h);
+		h_backward(&h);
+		/* the reference scan */
+		int64_t N = h.xs.d[0] * h.xs.d[1], H = h.xs.d[2], W = h.xs.d[3];
+		int64_t OH = h.ys.d[2], OW = h.ys.d[3];
+		int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+		/* each case's kernel, stride, padding and dilation */
+		int64_t geo[5][8] = {
+			{3, 3, 2, 2, 1, 1, 1, 1}, {3, 3, 1, 1, 1, 1, 1, 1},
+			{3, 2, 2, 3, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1, 2, 2},
+			{5, 5, 3, 3, 2, 2, 1, 1},
+		};
+		kh = geo[c][0], kw = geo[c][1], sh = geo[c][2], sw = geo[c][3];
+		ph = geo[c][4], pw = geo[c][5], dh = geo[c][6], dw = geo[c][7];
+		float *ref = calloc((size_t)h.nx, sizeof(float));
+		for (int64_t p = 0; p < N; p++)
+			for (int64_t oh = 0; oh < OH; oh++)
+				for (int64_t ow = 0; ow < OW; ow++) {
+					int64_t best = -1;
+					float m = -INFINITY;
+					for (int64_t i = 0; i < kh; i++)
+						for (int64_t j = 0; j < kw; j++) {
+							int64_t ih = oh * sh - ph + i * dh;
+							int64_t iw = ow * sw - pw + j * dw;
+							if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+								continue;
+							float v = h.x[p * H * W + ih * W + iw];
+							if (best < 0)
+								best = ih * W + iw;
+							if (v > m || v != v) {
+								m = v;
+								best = ih * W + iw;
+							}
+						}
+					if (best >= 0)
+						ref[p * H * W + best] += h.gy[(p * OH + oh) * OW + ow];
+				}
+		ck_assert_msg(memcmp(ref, h.dx, (size_t)h.nx * sizeof(float)) == 0,
+			      "max_pool2d {%s}: dx differs from the reference scan", t[c].hps);
+		free(ref);
+		h_free(&h);
+	}
+}
+END_TEST
+
 /* Train mode: batch statistics, running stats moved by momentum with the
  * unbiased variance; eval mode then uses them. */
 START_TEST(test_batch_norm_modes)
@@ -1557,6 +1630,7 @@ Suite *make_conv_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_output_shapes);
 	tcase_add_test(tc, test_pool_all_padding_windows);
+	tcase_add_test(tc, test_maxpool_padded_backward_bits);
 	tcase_add_test(tc, test_batch_norm_modes);
 	tcase_add_test(tc, test_param_init);
 	tcase_add_test(tc, test_conv_batch_consistency);
