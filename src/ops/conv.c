@@ -233,33 +233,133 @@ static struct win convt_win(const struct geom *g)
  * (threads sharing one tile of columns each fill a part). Rows of col are
  * ld floats apart (the columns of several images side by side), or
  * (oh1 - oh0) OW when ld is 0. */
+/* Short rows (a 3x3 convolution's taps on 8x8 planes: 7 or 8 floats)
+ * copied and zeroed inline: perf on the resnet-block example's training
+ * step showed memcpy and memset calls, one per tap row, at 8.5% beside
+ * im2col's own 16%. Long rows still go to the library. */
+typedef float row_v8 __attribute__((vector_size(32)));
+typedef float row_v4 __attribute__((vector_size(16)));
+
+/* n floats through vectors of 8 (or 4), the last one overlapping the one
+ * before; fewer than 4 one by one */
+static inline __attribute__((always_inline)) void
+copy_row(float *restrict dst, const float *restrict src, int64_t n)
+{
+	if (n > 32) {
+		memcpy(dst, src, (size_t)n * sizeof *dst);
+	} else if (n >= 8) {
+		row_v8 v;
+		for (int64_t k = 0; k + 8 < n; k += 8) {
+			memcpy(&v, src + k, sizeof v);
+			memcpy(dst + k, &v, sizeof v);
+		}
+		memcpy(&v, src + n - 8, sizeof v);
+		memcpy(dst + n - 8, &v, sizeof v);
+	} else if (n >= 4) {
+		row_v4 a, b;
+		memcpy(&a, src, sizeof a);
+		memcpy(&b, src + n - 4, sizeof b);
+		memcpy(dst, &a, sizeof a);
+		memcpy(dst + n - 4, &b, sizeof b);
+	} else {
+		if (n > 0)
+			dst[0] = src[0];
+		if (n > 1)
+			dst[1] = src[1];
+		if (n > 2)
+			dst[2] = src[2];
+	}
+}
+
+static inline __attribute__((always_inline)) void zero_row(float *dst, int64_t n)
+{
+	if (n > 32) {
+		memset(dst, 0, (size_t)n * sizeof *dst);
+	} else if (n >= 8) {
+		const row_v8 z = {0};
+		for (int64_t k = 0; k + 8 < n; k += 8)
+			memcpy(dst + k, &z, sizeof z);
+		memcpy(dst + n - 8, &z, sizeof z);
+	} else if (n >= 4) {
+		const row_v4 z = {0};
+		memcpy(dst, &z, sizeof z);
+		memcpy(dst + n - 4, &z, sizeof z);
+	} else {
+		/* written out: a loop here compiles to a memset call */
+		if (n > 0)
+			dst[0] = 0.0f;
+		if (n > 1)
+			dst[1] = 0.0f;
+		if (n > 2)
+			dst[2] = 0.0f;
+	}
+}
+
+/* im2col's row r for a stride-1 convolution whose output rows are as
+ * wide as the input's (OW = W: "same" padding): the tap's rows are the
+ * plane shifted by (di, dj), so the valid rows are one run of memory: one
+ * copy, then zeros over the columns the shift wrapped around and over
+ * the rows outside the image. Small planes (8 x 8: rows of 7 and 8
+ * floats) spent their im2col time per row: 19% of the resnet-block
+ * example's training step at batch 32. */
+static void im2col_shift(float *restrict dst, const float *restrict plane,
+			 const struct win *w, int64_t oh0, int64_t oh1,
+			 int64_t di, int64_t dj)
+{
+	int64_t W = w->W;
+	int64_t a = -di > oh0 ? -di : oh0, b = w->H - di < oh1 ? w->H - di : oh1;
+	if (b < a)
+		b = a;
+	zero_row(dst, (a - oh0) * W);
+	zero_row(dst + (b - oh0) * W, (oh1 - b) * W);
+	if (b == a)
+		return;
+	float *d = dst + (a - oh0) * W;
+	const float *src = plane + (a + di) * W;
+	int64_t n = (b - a) * W;
+	/* never read before the first valid row or after the last */
+	if (dj >= 0)
+		copy_row(d, src + dj, n - dj);
+	else
+		copy_row(d - dj, src, n + dj);
+	for (int64_t oh = a; oh < b; oh++, d += W)
+		if (dj >= 0)
+			zero_row(d + W - dj, dj);
+		else
+			zero_row(d, -dj);
+}
+
 DL_CLONES static void im2col_part(float *restrict col, const float *restrict img,
 		   const struct win *w, int64_t oh0, int64_t oh1, int64_t r0, int64_t r1,
 		   int64_t ld)
 {
 	int64_t cols = ld ? ld : (oh1 - oh0) * w->OW;
+	int shift = w->sh == 1 && w->sw == 1 && w->OW == w->W;
 	for (int64_t r = r0; r < r1; r++) {
 		int64_t c = r / (w->kh * w->kw), i = r / w->kw % w->kh, j = r % w->kw;
 		const float *plane = img + c * w->H * w->W;
 		float *dst = col + r * cols;
+		if (shift && j * w->dw - w->pw > -w->W && j * w->dw - w->pw < w->W) {
+			im2col_shift(dst, plane, w, oh0, oh1, i * w->dh - w->ph,
+				     j * w->dw - w->pw);
+			continue;
+		}
 		int64_t off = j * w->dw - w->pw, lo, hi;
 		dl_col_range(w->OW, w->W, w->sw, off, &lo, &hi);
 		for (int64_t oh = oh0; oh < oh1; oh++, dst += w->OW) {
 			int64_t ih = oh * w->sh - w->ph + i * w->dh;
 			if (ih < 0 || ih >= w->H) {
-				memset(dst, 0, (size_t)w->OW * sizeof *dst);
+				zero_row(dst, w->OW);
 				continue;
 			}
 			const float *src = plane + ih * w->W + off;
-			for (int64_t ow = 0; ow < lo; ow++)
-				dst[ow] = 0.0f;
+			zero_row(dst, lo);
 			if (w->sw == 1)
-				memcpy(dst + lo, src + lo, (size_t)(hi - lo) * sizeof *dst);
+				copy_row(dst + lo, src + lo, hi - lo);
 			else
 				for (int64_t ow = lo; ow < hi; ow++)
 					dst[ow] = src[ow * w->sw];
-			for (int64_t ow = hi; ow < w->OW; ow++)
-				dst[ow] = 0.0f;
+			zero_row(dst + hi, w->OW - hi);
 		}
 	}
 }
