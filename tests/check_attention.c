@@ -202,7 +202,9 @@ END_TEST
  * before their gathers: the same output and gradients, bit for bit, as
  * the same slice given contiguous rows, for random keys, global tokens
  * with a window, and their union with causal, dropout and bilinear
- * scores; dk and dv keep what they held before (+=). */
+ * scores; dk and dv keep what they held before (+=). The same again with
+ * the lists transposed (a.tlists), whose backward sums dK and dV by key
+ * in a second pass: the same bits as the pass by query. */
 static const struct {
 	int T, window, global, random, causal, score, drop;
 } packs[] = {
@@ -231,7 +233,7 @@ START_TEST(test_sparse_packed_rows)
 	a.seed = 5;
 	a.block = 1;
 	a.keep_scale = packs[_i].drop ? 1.25f : 1.0f;
-	float W[64], dW[2][64];
+	float W[64], dW[4][64];
 	fill(&r, W, d * d, 0.3);
 	if (a.score == SC_BILINEAR)
 		a.W = W;
@@ -243,7 +245,7 @@ START_TEST(test_sparse_packed_rows)
 	att_ws_layout(&a, 2 * (int64_t)T * d, base, &w);
 	att_build(&a, &w);
 	int64_t nw = (int64_t)T * E, nc = (int64_t)T * d;
-	float *x[4], *gx[2][4], *o[2];
+	float *x[4], *gx[4][4], *o[4];
 	for (int t = 0; t < 4; t++) { /* q, k, v, go: [T, E] */
 		x[t] = malloc(sizeof(float) * nw);
 		fill(&r, x[t], nw, 1.0);
@@ -253,10 +255,14 @@ START_TEST(test_sparse_packed_rows)
 	unsigned char *keep = malloc((size_t)a.cells + 1);
 	for (int64_t t = 0; t < a.cells; t++)
 		keep[t] = dl_rng_uniform(&r) >= 0.2;
-	for (int f = 0; f < 2; f++) {
-		/* f 0: the head at column h d of [T, E]; f 1: its copy [T, d] */
-		int ld = f == 0 ? E : d;
-		int64_t off = f == 0 ? (int64_t)h * d : 0;
+	for (int f = 0; f < 4; f++) {
+		/* f 0: the head at column h d of [T, E]; f 1: its copy [T, d];
+		 * f 2, 3: the same with the lists transposed */
+		int ld = f % 2 == 0 ? E : d;
+		int64_t off = f % 2 == 0 ? (int64_t)h * d : 0;
+		a.tlists = f >= 2;
+		att_build(&a, &w);
+		ck_assert(f < 2 ? a.tl == NULL : a.tl != NULL);
 		float *c[4];
 		for (int t = 0; t < 4; t++) {
 			c[t] = malloc(sizeof(float) * nw);
@@ -293,14 +299,18 @@ START_TEST(test_sparse_packed_rows)
 			free(c[t]);
 	}
 	const char *what[4] = {"output", "dq", "dk", "dv"};
-	for (int t = 0; t < 4; t++) {
-		float *y0 = t == 0 ? o[0] : gx[0][t - 1];
-		float *y1 = t == 0 ? o[1] : gx[1][t - 1];
-		ck_assert_msg(memcmp(y0, y1, sizeof(float) * (size_t)nc) == 0,
-			      "case %d: %s of strided rows differs", _i, what[t]);
+	for (int f = 1; f < 4; f++) {
+		for (int t = 0; t < 4; t++) {
+			float *y0 = t == 0 ? o[0] : gx[0][t - 1];
+			float *y1 = t == 0 ? o[f] : gx[f][t - 1];
+			ck_assert_msg(memcmp(y0, y1, sizeof(float) * (size_t)nc) == 0,
+				      "case %d: %s of %s rows%s differs", _i,
+				      what[t], f % 2 ? "contiguous" : "strided",
+				      f >= 2 ? " by key" : "");
+		}
+		ck_assert(memcmp(dW[0], dW[f], sizeof dW[0]) == 0);
 	}
-	ck_assert(memcmp(dW[0], dW[1], sizeof dW[0]) == 0);
-	for (int f = 0; f < 2; f++) {
+	for (int f = 0; f < 4; f++) {
 		free(o[f]);
 		for (int t = 0; t < 3; t++)
 			free(gx[f][t]);

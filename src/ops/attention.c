@@ -256,6 +256,7 @@ static void attention_att(struct att *a, const struct dl_node *n,
 	double pd = n->hp[AT_DROPOUT].f;
 	a->keep_scale = pd < 1.0 ? (float)(1.0 / (1.0 - pd)) : 0.0f;
 	mask_fill(a, n, AT_MASK);
+	a->tlists = grads;
 	if (!params)
 		return;
 	int p = 0;
@@ -813,6 +814,7 @@ static void mha_att(struct att *a, const struct dl_node *n,
 	double pd = n->hp[MH_DROPOUT].f;
 	a->keep_scale = pd < 1.0 ? (float)(1.0 / (1.0 - pd)) : 0.0f;
 	mask_fill(a, n, MH_MASK);
+	a->tlists = grads;
 	if (a->K > 0) {
 		a->relk = n->params[p->rel].data;
 		a->drelk = grads ? n->params[p->rel].grad : NULL;

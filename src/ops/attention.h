@@ -52,6 +52,14 @@ struct att {
 	int64_t cells;
 	const int64_t *rowptr;
 	const int *idx;
+
+	/* Backward of the key lists: tlists asks att_build for the lists
+	 * transposed, key j's pairs tl[2 colptr[j] .. 2 colptr[j + 1]) as
+	 * (query i, position of j in idx) with i increasing (NULL: not
+	 * built, or more than INT_MAX cells) */
+	int tlists;
+	const int64_t *colptr;
+	const int *tl;
 };
 
 /* The blocks of the flash path, and the dense slices that take it: at
@@ -68,11 +76,14 @@ struct att {
  * into contiguous rows, key j's key beside its value, KVp and dKVp
  * [Tk, dk + dv] (a head of [N, T, E] is strided by E: gathering scattered
  * rows from it touches E / d times the pages and cache sets, and separate
- * K and V rows are two scattered reads a key). */
+ * K and V rows are two scattered reads a key); the transposed lists
+ * colptr [Tk + 1] and tl [2 cells], and QGp [Tq, dq + dv]: one slice's
+ * query rows beside its output gradient's, which the backward's per-key
+ * pass gathers. */
 struct att_ws {
-	float *S, *S2, *tmp, *rb, *F, *KVp, *dKVp;
-	int64_t *rowptr;
-	int *idx, *stamp, *rstamp;
+	float *S, *S2, *tmp, *rb, *F, *KVp, *dKVp, *QGp;
+	int64_t *rowptr, *colptr;
+	int *idx, *stamp, *rstamp, *tl;
 };
 
 /* Derives a->any, a->sparse and a->cells from the pattern and sizes. */

@@ -17,6 +17,7 @@
  * as at short. A long dense slice (at
  * least 2^20 score cells) takes the flash path below: blocks and an online
  * softmax, O(T) memory, the same numbers to float rounding. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +105,8 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 				: (size_t)a->cells;
 	size_t rbf = a->K > 0 ? (size_t)(2 * (2 * a->K + 1)) : 0;
 	size_t pkv = a->sparse ? sizeof(float) * (size_t)a->Tk * (a->dk + a->dv) : 0;
-	size_t sz[11] = {
+	int tr = a->sparse && a->cells <= INT_MAX;
+	size_t sz[14] = {
 		sizeof(float) * cells, sizeof(float) * cells,
 		sizeof(float) * (size_t)tmpf, sizeof(float) * rbf,
 		a->sparse ? sizeof(int64_t) * (size_t)(a->Tq + 1) : 0,
@@ -113,9 +115,12 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		a->sparse ? sizeof(int) * (size_t)a->Tk : 0,
 		a->flash ? sizeof(float) * (size_t)ATT_FLASH_BQ * (a->dv + 3) : 0,
 		pkv, pkv,
+		tr ? sizeof(int64_t) * (size_t)(a->Tk + 1) : 0,
+		tr ? 2 * sizeof(int) * (size_t)a->cells : 0,
+		tr ? sizeof(float) * (size_t)a->Tq * (a->dq + a->dv) : 0,
 	};
-	void *ptr[11];
-	for (int t = 0; t < 11; t++) {
+	void *ptr[14];
+	for (int t = 0; t < 14; t++) {
 		ptr[t] = p ? p + off : NULL;
 		off += round16(sz[t]);
 	}
@@ -131,6 +136,9 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		w->F = ptr[8];
 		w->KVp = ptr[9];
 		w->dKVp = ptr[10];
+		w->colptr = ptr[11];
+		w->tl = ptr[12];
+		w->QGp = ptr[13];
 	}
 	return off;
 }
@@ -211,6 +219,30 @@ static int64_t row_keys(const struct att *a, int i, int *row, int *stamp,
 	return c;
 }
 
+/* The lists by key (a counting sort of the pairs by key, stable in the
+ * query), for the backward's per-key pass */
+static void transpose_lists(struct att *a, struct att_ws *w)
+{
+	int64_t *cp = w->colptr, n = a->rowptr[a->Tq];
+	memset(cp, 0, sizeof(int64_t) * (size_t)(a->Tk + 1));
+	for (int64_t p = 0; p < n; p++)
+		cp[a->idx[p] + 1]++;
+	for (int j = 0; j < a->Tk; j++)
+		cp[j + 1] += cp[j];
+	/* cp[j] runs from key j's start to its end, which is key j + 1's
+	 * start; shifted back after */
+	for (int i = 0; i < a->Tq; i++)
+		for (int64_t p = a->rowptr[i]; p < a->rowptr[i + 1]; p++) {
+			int64_t e = cp[a->idx[p]]++;
+			w->tl[2 * e] = i;
+			w->tl[2 * e + 1] = (int)p;
+		}
+	memmove(cp + 1, cp, sizeof(int64_t) * (size_t)a->Tk);
+	cp[0] = 0;
+	a->colptr = cp;
+	a->tl = w->tl;
+}
+
 void att_build(struct att *a, struct att_ws *w)
 {
 	if (!a->sparse)
@@ -228,6 +260,10 @@ void att_build(struct att *a, struct att_ws *w)
 	}
 	a->rowptr = w->rowptr;
 	a->idx = w->idx;
+	a->colptr = NULL;
+	a->tl = NULL;
+	if (a->tlists && w->colptr && w->tl)
+		transpose_lists(a, w);
 }
 
 /* ---- scores ---- */
@@ -909,21 +945,67 @@ static void additive_row_bwd(const struct att *a, int i, const int *js,
 	}
 }
 
+/* The per-key pass of the key lists' backward: key j's dV and dK rows
+ * summed over the queries that attend it, in query order, from the
+ * probabilities P and score gradients G that the per-query pass left at
+ * the pairs' positions and the query and output-gradient rows packed in
+ * w->QGp. Each row of dK and dV is written once, in order, where the
+ * per-query pass would add into scattered rows, a read-modify-write of
+ * rows that miss the caches once a head's K and V outgrow them. The same
+ * additions in the same order per row: a key's additions come one query
+ * after another either way, dV's before dK's. */
+DL_CLONES static void keys_bwd(const struct att *a, float *dk, int lddk,
+		     float *dvv, int lddv, const struct att_ws *w,
+		     const unsigned char *keep)
+{
+	int d = a->dq, dv = a->dv, ld = d + dv;
+	float sc = a->scale, ks = a->keep_scale;
+	const float *P = w->S, *G = w->S2, *QG = w->QGp;
+	const int *tl = a->tl;
+	int64_t n = a->colptr[a->Tk];
+	for (int j = 0; j < a->Tk; j++) {
+		float *dkj = dk ? dk + (int64_t)j * lddk : NULL;
+		float *dvj = dvv ? dvv + (int64_t)j * lddv : NULL;
+		for (int64_t e = a->colptr[j]; e < a->colptr[j + 1]; e++) {
+			if (e + PF_AHEAD < n) {
+				const int *f = tl + 2 * (e + PF_AHEAD);
+				const float *r = QG + (int64_t)f[0] * ld;
+				for (int u = 0; u < ld; u += 16)
+					__builtin_prefetch(r + u, 0, 3);
+				__builtin_prefetch(P + f[1], 0, 3);
+				__builtin_prefetch(G + f[1], 0, 3);
+			}
+			const float *qg = QG + (int64_t)tl[2 * e] * ld;
+			int pos = tl[2 * e + 1];
+			float pd = keep ? (keep[pos] ? P[pos] * ks : 0.0f)
+					: P[pos];
+			if (dvj && pd != 0.0f)
+				axpy(pd, qg + d, dvj, dv);
+			float gg = sc * G[pos];
+			if (dkj && gg != 0.0f)
+				axpy(gg, qg, dkj, d);
+		}
+	}
+}
+
 /* The key lists' backward for dot-product scores without relative
  * tables, row by row: a row's scores, probabilities, dV, dS, dQ and dK
  * while its keys' rows are in cache (the general loop below runs each
  * step over every row in turn, gathering K twice). The same arithmetic in
  * the same order: the rows are independent until dK and dV, which get
- * their additions row after row either way. */
+ * their additions row after row either way. bykey: dK and dV are left to
+ * keys_bwd's pass over the transposed lists instead. */
 DL_CLONES static void lists_bwd(const struct att *a, const float *q, int ldq,
 		      const float *k, int ldk, const float *v, int ldv,
 		      const float *go, int ldgo, float *dq, int lddq,
 		      float *dk, int lddk, float *dvv, int lddv,
-		      const struct att_ws *w, const unsigned char *keep)
+		      const struct att_ws *w, const unsigned char *keep,
+		      int bykey)
 {
 	int d = a->dq, dv = a->dv;
 	float sc = a->scale, ks = a->keep_scale;
 	const int *jend = lists_end(a);
+	float *rdk = bykey ? NULL : dk, *rdv = bykey ? NULL : dvv;
 	for (int i = 0; i < a->Tq; i++) {
 		int64_t r0 = a->rowptr[i];
 		int c = (int)(a->rowptr[i + 1] - r0);
@@ -940,12 +1022,12 @@ DL_CLONES static void lists_bwd(const struct att *a, const float *q, int ldq,
 		for (int t = 0; t < c; t++) {
 			const float *vj = v + (int64_t)js[t] * ldv;
 			prefetch_key(v, ldv, js, t, jend, dv);
-			if (dvv)
-				prefetch_key_w(dvv, lddv, js, t, jend, dv);
+			if (rdv)
+				prefetch_key_w(rdv, lddv, js, t, jend, dv);
 			g[t] = dot(gi, vj, dv);
 			float pd = kp ? (kp[t] ? pi[t] * ks : 0.0f) : pi[t];
-			if (dvv && pd != 0.0f)
-				axpy(pd, gi, dvv + (int64_t)js[t] * lddv, dv);
+			if (rdv && pd != 0.0f)
+				axpy(pd, gi, rdv + (int64_t)js[t] * lddv, dv);
 		}
 		softmax_row_bwd(g, pi, kp, ks, c);
 		if (a->dam) {
@@ -953,16 +1035,28 @@ DL_CLONES static void lists_bwd(const struct att *a, const float *q, int ldq,
 			for (int t = 0; t < c; t++)
 				dm[js[t]] += g[t];
 		}
-		ds_row(sc, g, c, js, jend, qi, k, ldk,
-		       dq ? dq + (int64_t)i * lddq : NULL, dk, lddk, d);
+		if (dq || rdk)
+			ds_row(sc, g, c, js, jend, qi, k, ldk,
+			       dq ? dq + (int64_t)i * lddq : NULL, rdk, lddk,
+			       d);
 	}
+	if (!bykey || (!dk && !dvv))
+		return;
+	int ld = d + dv;
+	for (int i = 0; i < a->Tq; i++) {
+		memcpy(w->QGp + (int64_t)i * ld, q + (int64_t)i * ldq,
+		       sizeof(float) * (size_t)d);
+		memcpy(w->QGp + (int64_t)i * ld + d, go + (int64_t)i * ldgo,
+		       sizeof(float) * (size_t)dv);
+	}
+	keys_bwd(a, dk, lddk, dvv, lddv, w, keep);
 }
 
 DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 		      const float *k, int ldk, const float *v, int ldv,
 		      const float *go, int ldgo, float *dq, int lddq, float *dk,
 		      int lddk, float *dvv, int lddv, const struct att_ws *w,
-		      const unsigned char *keep)
+		      const unsigned char *keep, int bykey)
 {
 	int Tq = a->Tq, Tk = a->Tk, dv = a->dv, A = a->A;
 	float *P = w->S, *G = w->S2, *tmp = w->tmp;
@@ -971,7 +1065,7 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 	if (a->sparse && (a->score == SC_SCALED || a->score == SC_DOT) &&
 	    a->K == 0 && !a->relv) {
 		lists_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
-			  lddk, dvv, lddv, w, keep);
+			  lddk, dvv, lddv, w, keep, bykey);
 		return;
 	}
 	slice_probs(a, q, ldq, k, ldk, P, tmp);
@@ -1119,6 +1213,19 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 	}
 }
 
+/* Whether rows [0, ra) of a (row stride lda, da floats a row) and [0,
+ * rb) of b may share memory (NULL shares none) */
+static int overlap(const float *a, int64_t ra, int64_t lda, int da,
+		   const float *b, int64_t rb, int64_t ldb, int db)
+{
+	if (!a || !b || ra <= 0 || rb <= 0)
+		return 0;
+	uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+	uintptr_t a1 = (uintptr_t)(a + (ra - 1) * lda + da);
+	uintptr_t b1 = (uintptr_t)(b + (rb - 1) * ldb + db);
+	return a0 < b1 && b0 < a1;
+}
+
 /* Key lists gather rows of K, V, dK and dV: a head's rows are packed
  * first, each key's key and value rows side by side (dK and dV with what
  * they hold, unpacked after), which changes no arithmetic */
@@ -1135,7 +1242,7 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 	}
 	if (!a->sparse) {
 		slice_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, dk,
-			  lddk, dvv, lddv, w, keep);
+			  lddk, dvv, lddv, w, keep, 0);
 		return;
 	}
 	int Tk = a->Tk, dk0 = lddk, dv0 = lddv;
@@ -1145,8 +1252,16 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 	int packed = dq != dk && dq != dvv &&
 		     pack_pair(&pdk, &lddk, a->dk, &pdv, &lddv, a->dv, Tk,
 			       w->dKVp);
+	/* dK and dV by key only when dQ shares no memory with them (then
+	 * its additions interleave with theirs) and they share none with
+	 * each other unless as one tensor (k and v the same input) or packed
+	 * side by side */
+	int bykey = a->tl && !overlap(dq, a->Tq, lddq, a->dq, dk, Tk, dk0, a->dk) &&
+		    !overlap(dq, a->Tq, lddq, a->dq, dvv, Tk, dv0, a->dv) &&
+		    (packed || (dk == dvv && dk0 == dv0) ||
+		     !overlap(dk, Tk, dk0, a->dk, dvv, Tk, dv0, a->dv));
 	slice_bwd(a, q, ldq, k, ldk, v, ldv, go, ldgo, dq, lddq, pdk, lddk,
-		  pdv, lddv, w, keep);
+		  pdv, lddv, w, keep, bykey);
 	if (packed)
 		unpack_pair(dk, dk0, a->dk, dvv, dv0, a->dv, Tk, w->dKVp);
 }
