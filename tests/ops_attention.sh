@@ -262,6 +262,47 @@ t_long_union() {
 }
 check "sparse union over blocks: 60000 steps without a T x T matrix" t_long_union
 
+# a key padding mask saved from a NumPy or torch bool array ('|b1') reads
+# as the same 0/1 integers ('<i8'): the same output bytes; a float .npy
+# for the int input is still refused
+t_bool_mask() {
+	cat >"$tmp/bm.yaml" <<-YAML
+	inputs:
+	  x: {shape: [3, 2]}
+	  pad: {shape: [3], dtype: int}
+	layers:
+	  - in: [x, pad]
+	    multihead_attention: {num_heads: 1}
+	YAML
+	run_dlrun init "$tmp/bm.yaml" -o "$tmp/bm.safetensors"
+	expect_rc 0 || return 1
+	npy_f4 '(2, 3, 2)' 1 -1 0.5 2 -2 0.25 3 1.5 -0.5 0 4 -3 >"$tmp/bmx.npy"
+	{ npy_header '|b1' '(2, 3)'; printf '\000\000\001\000\001\001'; } >"$tmp/bmb.npy"
+	{ npy_header '<i8' '(2, 3)'; le_bytes 0 8; le_bytes 0 8; le_bytes 1 8
+	  le_bytes 0 8; le_bytes 1 8; le_bytes 1 8; } >"$tmp/bmi.npy"
+	{ npy_header '<i8' '(2, 3)'; le_bytes 0 8; le_bytes 0 8; le_bytes 0 8
+	  le_bytes 0 8; le_bytes 0 8; le_bytes 0 8; } >"$tmp/bm0.npy"
+	run_dlrun infer "$tmp/bm.yaml" -w "$tmp/bm.safetensors" \
+		-i "x=$tmp/bmx.npy" -i "pad=$tmp/bmb.npy"
+	expect_rc 0 || return 1
+	cp "$tmp/stdout" "$tmp/bm_bool.npy"
+	run_dlrun infer "$tmp/bm.yaml" -w "$tmp/bm.safetensors" \
+		-i "x=$tmp/bmx.npy" -i "pad=$tmp/bmi.npy"
+	expect_rc 0 || return 1
+	cmp -s "$tmp/stdout" "$tmp/bm_bool.npy" ||
+		fail "the bool mask and the int64 mask gave different outputs"
+	# the mask matters: no padding gives another output
+	run_dlrun infer "$tmp/bm.yaml" -w "$tmp/bm.safetensors" \
+		-i "x=$tmp/bmx.npy" -i "pad=$tmp/bm0.npy"
+	expect_rc 0 || return 1
+	cmp -s "$tmp/stdout" "$tmp/bm_bool.npy" &&
+		fail "the mask made no difference: the test cannot fail"
+	run_dlrun infer "$tmp/bm.yaml" -w "$tmp/bm.safetensors" \
+		-i "x=$tmp/bmx.npy" -i "pad=$tmp/bmx.npy"
+	expect_rc 2
+}
+check "a bool .npy ('|b1') key padding mask reads as 0/1" t_bool_mask
+
 # attention dropout is the identity at inference
 t_dropout_infer() {
 	cat >"$tmp/d0.yaml" <<-YAML

@@ -220,6 +220,9 @@ static int set_dtype(struct parser *p, const char *d, enum dl_dtype *t)
 		{ "<f4", DL_F32 }, { "<f8", DL_F64 }, { "<f2", DL_F16 },
 		{ "<i4", DL_I32 }, { "<i8", DL_I64 },
 		{ "|u1", DL_U8 }, { "<u1", DL_U8 }, { ">u1", DL_U8 },
+		/* NumPy's bool (masks saved from torch or numpy): one byte,
+		 * 0 or 1, read as the integers 0 and 1 */
+		{ "|b1", DL_U8 },
 	};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (!strcmp(d, known[i].descr)) {
@@ -233,7 +236,7 @@ static int set_dtype(struct parser *p, const char *d, enum dl_dtype *t)
 				    p->name, d, d + 1);
 	return dl_error_set(p->err, DL_EINPUT,
 			    "%s: unsupported .npy dtype '%s' (dlrun reads <f4, "
-			    "<f8, <f2, <i4, <i8 and |u1)", p->name, d);
+			    "<f8, <f2, <i4, <i8, |u1 and |b1)", p->name, d);
 }
 
 static int parse_dict(struct parser *p, struct dl_npy_header *h)
