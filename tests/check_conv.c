@@ -1124,6 +1124,28 @@ START_TEST(test_conv_large_reference)
 }
 END_TEST
 
+/* im2col's rows at every width from 1 to 40 floats (conv.c's copy_row
+ * and zero_row: one vector, two, three, four, a library call, and the
+ * short tails): "same" rows (the shifted copy, padding columns zeroed)
+ * and valid rows (row by row), forward and backward against the float64
+ * reference. */
+START_TEST(test_im2col_row_widths)
+{
+	int keep = dl_threads();
+	for (int64_t W = 1; W <= 42; W++) {
+		struct ref_case same = {"conv2d", "out_channels: 3, kernel_size: [3, 5], padding: [1, 2]",
+					{2, 3, 4, W}, 1, 2};
+		check_reference(&same, 500 + W, 1, -1);
+		if (W >= 3) {
+			struct ref_case valid = {"conv2d", "out_channels: 2, kernel_size: [2, 3]",
+						 {2, 3, 5, W}, 0, 0};
+			check_reference(&valid, 600 + W, 1, -1);
+		}
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* The backward at planes under 64 cells in groups of images (src/ops/conv.c
  * bwd_group): pointwise and 3x3 layers, with groups, stride 2 and a last
  * group of fewer images (the group follows the scratch of every thread,
@@ -1642,6 +1664,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_small_one_thread);
 	tcase_add_test(tc, test_sgemm_split_regions);
 	tcase_add_test(tc, test_conv_large_reference);
+	tcase_add_test(tc, test_im2col_row_widths);
 	tcase_add_test(tc, test_conv_backward_groups);
 	tcase_add_test(tc, test_conv_skinny);
 	tcase_add_test(tc, test_depthwise_blocked);
