@@ -382,6 +382,57 @@ static void im2col(float *col, const float *img, const struct win *w, int64_t oh
 	im2col_part(col, img, w, oh0, oh1, 0, w->C * w->kh * w->kw, 0);
 }
 
+/* Cells col2im_shift keeps aside on its stack; a tap that would wrap
+ * more goes row by row. */
+#define SHIFT_KEEP 256
+
+/* col2im's tap (di, dj) for a stride-1 convolution whose output rows are
+ * as wide as the input's (OW = W), the adjoint of im2col_shift: the valid
+ * rows as one run, plane[(a + di) W + dj + e] += src[e]. The run wraps
+ * |dj| cells of each row onto the next image row (dj > 0) or the previous
+ * one (dj < 0), cells the tap does not reach: they are kept before the
+ * run's additions and put back after, and every other cell gets the one
+ * addition the row-by-row loop gives it, so the bits are the same. Row by
+ * row, rows of 2 to 16 floats (densenet121 at 64x64) spent 6.9% of a
+ * training step in col2im. Returns 0 (nothing done) when the cells to
+ * keep do not fit SHIFT_KEEP. */
+static inline __attribute__((always_inline)) int col2im_shift(float *restrict plane, const float *restrict src,
+			const struct win *w, int64_t oh0, int64_t oh1, int64_t di,
+			int64_t dj)
+{
+	int64_t W = w->W, adj = dj < 0 ? -dj : dj;
+	int64_t a = -di > oh0 ? -di : oh0, b = w->H - di < oh1 ? w->H - di : oh1;
+	if (b <= a || adj >= W)
+		return 1;
+	if ((b - a - 1) * adj > SHIFT_KEEP)
+		return 0;
+	float keep[SHIFT_KEEP];
+	float *d = plane + (a + di) * W;
+	const float *s = src + (a - oh0) * W;
+	int64_t n = (b - a) * W - adj;
+	/* the wrapped cells: row r's first dj (dj > 0, rows 1 .. b - a - 1)
+	 * or row r - 1's last -dj (dj < 0, the same rows' starts less adj) */
+	int64_t first = dj > 0 ? W : W - adj;
+	for (int64_t r = 0, k = 0; r < b - a - 1; r++)
+		for (int64_t t = 0; t < adj; t++)
+			keep[k++] = d[first + r * W + t];
+	if (dj >= 0) {
+		float *dd = d + dj;
+		#pragma omp simd
+		for (int64_t e = 0; e < n; e++)
+			dd[e] += s[e];
+	} else {
+		const float *ss = s + adj;
+		#pragma omp simd
+		for (int64_t e = 0; e < n; e++)
+			d[e] += ss[e];
+	}
+	for (int64_t r = 0, k = 0; r < b - a - 1; r++)
+		for (int64_t t = 0; t < adj; t++)
+			d[first + r * W + t] = keep[k++];
+	return 1;
+}
+
 /* The adjoint of im2col for grid rows [oh0, oh1): img += col scattered
  * back (taps outside the image dropped). col [C kh kw, (oh1 - oh0) OW],
  * its rows ld floats apart (0: (oh1 - oh0) OW). */
@@ -389,11 +440,16 @@ DL_CLONES static void col2im(float *restrict img, const float *restrict col,
 			     const struct win *w, int64_t oh0, int64_t oh1, int64_t ld)
 {
 	int64_t cols = ld ? ld : (oh1 - oh0) * w->OW;
+	int shift = w->sh == 1 && w->sw == 1 && w->OW == w->W;
 	for (int64_t c = 0; c < w->C; c++) {
 		float *plane = img + c * w->H * w->W;
 		for (int64_t i = 0; i < w->kh; i++)
 			for (int64_t j = 0; j < w->kw; j++) {
 				const float *src = col + ((c * w->kh + i) * w->kw + j) * cols;
+				if (shift && col2im_shift(plane, src, w, oh0, oh1,
+							  i * w->dh - w->ph,
+							  j * w->dw - w->pw))
+					continue;
 				int64_t off = j * w->dw - w->pw, lo, hi, sw = w->sw;
 				dl_col_range(w->OW, w->W, sw, off, &lo, &hi);
 				for (int64_t oh = oh0; oh < oh1; oh++, src += w->OW) {
