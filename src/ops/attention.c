@@ -842,9 +842,11 @@ static void mha_project(const struct dl_node *n, const struct mha_p *p,
 	}
 }
 
-/* Every (sample, head) slice: forward into w->o (din NULL; dropout masks
- * drawn when rng is given), or backward from w->dO into w->dc (and the
- * masks' gradients into din) */
+/* Every (sample, head) slice: forward into w->o (dropout masks drawn
+ * when rng is given), and with din, each slice's backward right after its
+ * forward, from w->dO into w->dc (and the masks' gradients into din),
+ * while the slice's weights are still in the scratch (the key lists'
+ * backward takes them from there when there is no dropout) */
 static void mha_slices(const struct dl_node *n, struct att *a,
 		       const struct att_ws *aw, const struct mha_dims *D,
 		       const struct mha_ws *w, const struct dl_tensor *in,
@@ -861,15 +863,17 @@ static void mha_slices(const struct dl_node *n, struct att *a,
 				saved ? (unsigned char *)saved +
 						((int64_t)b * D->H + h) * a->cells
 				      : NULL;
+			att_slice_fwd(a, w->c[0] + oq, E, w->c[1] + ok, E,
+				      w->c[2] + ok, E, w->o + oq, E, aw, keep,
+				      din ? NULL : rng, pd);
 			if (!din)
-				att_slice_fwd(a, w->c[0] + oq, E, w->c[1] + ok,
-					      E, w->c[2] + ok, E, w->o + oq, E,
-					      aw, keep, rng, pd);
-			else
-				att_slice_bwd(a, w->c[0] + oq, E, w->c[1] + ok,
-					      E, w->c[2] + ok, E, w->dO + oq, E,
-					      w->dc[0] + oq, E, w->dc[1] + ok,
-					      E, w->dc[2] + ok, E, aw, keep);
+				continue;
+			a->p_ready = !keep;
+			att_slice_bwd(a, w->c[0] + oq, E, w->c[1] + ok, E,
+				      w->c[2] + ok, E, w->dO + oq, E,
+				      w->dc[0] + oq, E, w->dc[1] + ok, E,
+				      w->dc[2] + ok, E, aw, keep);
+			a->p_ready = 0;
 		}
 	}
 }
@@ -919,13 +923,12 @@ static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
 	int drop = ctx->train && ctx->saved && pd > 0.0;
 	int E = D.E;
 	mha_project(n, &p, &D, &w);
-	/* recompute the heads' output O (with the same dropout mask) */
-	mha_slices(n, &a, &aw, &D, &w, in, drop ? ctx->saved : NULL, NULL, pd,
-		   NULL);
+	/* dO = dout W_o needs no O: first, so that each slice's backward can
+	 * follow its forward (which recomputes O with the same dropout mask),
+	 * and out_proj's own gradients after, once O is whole */
 	memset(w.dO, 0, sizeof(float) * (size_t)D.N * D.Tq * E);
-	proj_bwd(w.dO, n->params[p.ow].grad,
-		 p.ob >= 0 ? n->params[p.ob].grad : NULL, dout, w.o,
-		 n->params[p.ow].data, D.N * D.Tq, E, E);
+	proj_bwd(w.dO, NULL, NULL, dout, NULL, n->params[p.ow].data,
+		 D.N * D.Tq, E, E);
 	int64_t len[3] = {(int64_t)D.N * D.Tq * E, (int64_t)D.N * D.Tk * E,
 			  (int64_t)D.N * D.Tk * E};
 	for (int t = 0; t < 3; t++) {
@@ -934,6 +937,9 @@ static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
 	}
 	mha_slices(n, &a, &aw, &D, &w, in, drop ? ctx->saved : NULL, NULL, pd,
 		   din);
+	proj_bwd(NULL, n->params[p.ow].grad,
+		 p.ob >= 0 ? n->params[p.ob].grad : NULL, dout, w.o,
+		 n->params[p.ow].data, D.N * D.Tq, E, E);
 	for (int t = 0; t < 3; t++) {
 		int T = t == 0 ? D.Tq : D.Tk;
 		if (D.w > 0)

@@ -60,6 +60,12 @@ struct att {
 	int tlists;
 	const int64_t *colptr;
 	const int *tl;
+
+	/* Set by a caller that runs att_slice_fwd and then att_slice_bwd on
+	 * the same slice without dropout: the key lists' backward takes the
+	 * weights the forward left in the scratch's S instead of computing
+	 * them again (the same bits: the same scores and softmax code). */
+	int p_ready;
 };
 
 /* The blocks of the flash path, and the dense slices that take it: at

@@ -1014,11 +1014,13 @@ DL_CLONES static void lists_bwd(const struct att *a, const float *q, int ldq,
 		const float *gi = go + (int64_t)i * ldgo;
 		float *pi = w->S + r0, *g = w->S2 + r0;
 		const unsigned char *kp = keep ? keep + r0 : NULL;
-		for (int t = 0; t < c; t++) {
-			prefetch_key(k, ldk, js, t, jend, d);
-			pi[t] = sc * dot(qi, k + (int64_t)js[t] * ldk, d);
+		if (!a->p_ready) {
+			for (int t = 0; t < c; t++) {
+				prefetch_key(k, ldk, js, t, jend, d);
+				pi[t] = sc * dot(qi, k + (int64_t)js[t] * ldk, d);
+			}
+			row_softmax(a, i, js, c, pi);
 		}
-		row_softmax(a, i, js, c, pi);
 		for (int t = 0; t < c; t++) {
 			const float *vj = v + (int64_t)js[t] * ldv;
 			prefetch_key(v, ldv, js, t, jend, dv);
