@@ -1124,7 +1124,7 @@ START_TEST(test_conv_large_reference)
 }
 END_TEST
 
-/* im2col's rows at every width from 1 to 40 floats (conv.c's copy_row
+/* im2col's rows at every width from 1 to 42 floats (conv.c's copy_row
  * and zero_row: one vector, two, three, four, a library call, and the
  * short tails): "same" rows (the shifted copy, padding columns zeroed)
  * and valid rows (row by row), forward and backward against the float64

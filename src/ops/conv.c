@@ -242,9 +242,9 @@ typedef float row_v4 __attribute__((vector_size(16)));
 
 /* n floats through vectors of 8 (or 4), the last one overlapping the one
  * before; fewer than 4 one by one. Written out, not as a loop over the
- * vectors: GCC 12 turned that loop into `rep movsq` (and zero_row's into
- * `rep stosq`), whose start-up took 59% of im2col_part's samples on
- * lenet5's c3 (rows of 10 floats), 27% of its training step. */
+ * vectors: GCC 12 turned that loop into `rep movsq`, whose start-up took
+ * 59% of im2col_part's samples on lenet5's c3 (rows of 10 floats), 27% of
+ * its training step. */
 static inline __attribute__((always_inline)) void
 copy_row(float *restrict dst, const float *restrict src, int64_t n)
 {
@@ -280,31 +280,14 @@ copy_row(float *restrict dst, const float *restrict src, int64_t n)
 	}
 }
 
+/* n zeros: copy_row's vectors from a row of zeros */
 static inline __attribute__((always_inline)) void zero_row(float *dst, int64_t n)
 {
-	if (n > 32) {
+	static const float zeros[32];
+	if (n > 32)
 		memset(dst, 0, (size_t)n * sizeof *dst);
-	} else if (n >= 8) {
-		const row_v8 z = {0};
-		memcpy(dst, &z, sizeof z);
-		if (n > 16)
-			memcpy(dst + 8, &z, sizeof z);
-		if (n > 24)
-			memcpy(dst + 16, &z, sizeof z);
-		memcpy(dst + n - 8, &z, sizeof z);
-	} else if (n >= 4) {
-		const row_v4 z = {0};
-		memcpy(dst, &z, sizeof z);
-		memcpy(dst + n - 4, &z, sizeof z);
-	} else {
-		/* written out: a loop here compiles to a memset call */
-		if (n > 0)
-			dst[0] = 0.0f;
-		if (n > 1)
-			dst[1] = 0.0f;
-		if (n > 2)
-			dst[2] = 0.0f;
-	}
+	else
+		copy_row(dst, zeros, n);
 }
 
 /* im2col's row r for a stride-1 convolution whose output rows are as
