@@ -136,9 +136,10 @@ size_t att_ws_layout(const struct att *a, int64_t tmpf, void *base,
 		w->F = ptr[8];
 		w->KVp = ptr[9];
 		w->dKVp = ptr[10];
-		w->colptr = ptr[11];
-		w->tl = ptr[12];
-		w->QGp = ptr[13];
+		/* NULL when not laid out: att_build transposes only then */
+		w->colptr = tr ? ptr[11] : NULL;
+		w->tl = tr ? ptr[12] : NULL;
+		w->QGp = tr ? ptr[13] : NULL;
 	}
 	return off;
 }
