@@ -323,6 +323,66 @@ START_TEST(test_sparse_packed_rows)
 }
 END_TEST
 
+/* Self-attention on one tensor, its gradient one buffer too (dq, dk and
+ * dv the same rows, as attention on [x, x, x] could be given): dQ's
+ * additions interleave with dK's and dV's row by row, so the backward by
+ * key (a.tlists) must not run, and the gradient is the same bits with
+ * the lists transposed or not. Also dk and dv one buffer apart from dq
+ * (k and v one input), where the pass by key keeps each row's order. */
+START_TEST(test_sparse_bykey_aliases)
+{
+	int T = 97, d = 8;
+	struct dl_rng r;
+	dl_rng_seed(&r, 77);
+	struct att a;
+	memset(&a, 0, sizeof a);
+	a.score = SC_SCALED;
+	a.Tq = a.Tk = T;
+	a.dq = a.dk = a.dv = d;
+	a.scale = 1.0f / sqrtf((float)d);
+	a.window = 2;
+	a.dilation = 1;
+	a.random = 5;
+	a.seed = 3;
+	a.block = 1;
+	a.keep_scale = 1.0f;
+	att_prepare(&a);
+	size_t bytes = att_ws_layout(&a, 0, NULL, NULL);
+	void *base = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+	ck_assert_ptr_nonnull(base);
+	struct att_ws w;
+	att_ws_layout(&a, 0, base, &w);
+	int64_t n = (int64_t)T * d;
+	float *x = malloc(sizeof(float) * n), *go = malloc(sizeof(float) * n);
+	float *o = malloc(sizeof(float) * n), *g[2][2];
+	fill(&r, x, n, 1.0);
+	fill(&r, go, n, 1.0);
+	for (int mode = 0; mode < 2; mode++) {
+		/* mode 0: dq = dk = dv; mode 1: dq apart, dk = dv */
+		for (int f = 0; f < 2; f++) {
+			g[mode][f] = calloc((size_t)(2 * n), sizeof(float));
+			float *gq = g[mode][f], *gkv = mode == 0 ? gq : gq + n;
+			a.tlists = f;
+			att_build(&a, &w);
+			ck_assert(f == 0 ? a.tl == NULL : a.tl != NULL);
+			att_slice_fwd(&a, x, d, x, d, x, d, o, d, &w, NULL, NULL, 0.0);
+			att_slice_bwd(&a, x, d, x, d, x, d, go, d, gq, d, gkv, d,
+				      gkv, d, &w, NULL);
+		}
+		ck_assert_msg(memcmp(g[mode][0], g[mode][1], sizeof(float) * (size_t)(2 * n)) == 0,
+			      "%s: the gradient with the lists transposed differs",
+			      mode == 0 ? "dq = dk = dv" : "dk = dv");
+	}
+	for (int mode = 0; mode < 2; mode++)
+		for (int f = 0; f < 2; f++)
+			free(g[mode][f]);
+	free(x);
+	free(go);
+	free(o);
+	free(base);
+}
+END_TEST
+
 Suite *make_attention_suite(void)
 {
 	Suite *s = suite_create("attention");
@@ -336,6 +396,7 @@ Suite *make_attention_suite(void)
 	tcase_set_timeout(tp, 60);
 	tcase_add_loop_test(tp, test_sparse_packed_rows, 0,
 			    (int)(sizeof packs / sizeof packs[0]));
+	tcase_add_test(tp, test_sparse_bykey_aliases);
 	suite_add_tcase(s, tp);
 	return s;
 }
