@@ -1126,9 +1126,9 @@ END_TEST
 
 /* im2col's rows at every width from 1 to 42 floats (conv.c's copy_row
  * and zero_row: one vector, two, three, four, a library call, and the
- * short tails): "same" rows (the shifted copy, padding columns zeroed)
- * and valid rows (row by row), forward and backward against the float64
- * reference. */
+ * short tails): "same" rows (the shifted copy, padding columns zeroed;
+ * in the backward, col2im's runs) and valid rows (row by row), forward
+ * and backward against the float64 reference. */
 START_TEST(test_im2col_row_widths)
 {
 	int keep = dl_threads();
@@ -1142,6 +1142,12 @@ START_TEST(test_im2col_row_widths)
 			check_reference(&valid, 600 + W, 1, -1);
 		}
 	}
+	/* 140 rows: the taps at dj = +-2 wrap 278 cells, more than
+	 * col2im_shift keeps aside, and go row by row; those at +-1 and 0
+	 * take the run */
+	struct ref_case tall = {"conv2d", "out_channels: 2, kernel_size: [3, 5], padding: [1, 2]",
+				{1, 2, 140, 9}, 1, 2};
+	check_reference(&tall, 700, 1, -1);
 	dl_set_threads(keep);
 }
 END_TEST
