@@ -781,8 +781,9 @@ END_TEST
 /* Batch 1: one unit (a Winograd block, a tile of columns, a pointwise
  * product) shared by the threads (conv.c's shared_units). Two threads
  * asked for, one or two running: the same bits; one thread asked for
- * against two: Winograd's split (by GEMM) keeps the bits, im2col's (by
- * output channel) stays within 1e-6. */
+ * against two: Winograd's split (by output channel, each thread's rows
+ * of dl_sgemm_rows) keeps the bits, im2col's (by output channel, rows of
+ * OpenBLAS's product) stays within 1e-6. */
 START_TEST(test_conv_batch1_shared)
 {
 	const char *hps[] = {

@@ -470,6 +470,76 @@ START_TEST(gemm_skinny_matches_reference)
 }
 END_TEST
 
+/* dl_sgemm_rows: every element exactly the chain of fmaf over k from
+ * zero (gemm.h says so; whichever of the AVX-512, AVX2 or plain kernels
+ * this CPU takes), at row counts around its tiles of 16, 6 and 4, column
+ * counts around its panels of 16 and the 8 and 4 of their narrower
+ * kernels, K of 1 to past a few vectors, leading dimensions longer than
+ * the rows; the same bits for any rows and columns given; the packed
+ * panels' columns past N zero. */
+START_TEST(gemm_rows_exact_chains)
+{
+	static const int Ms[] = {1, 3, 4, 5, 6, 7, 16, 17, 37}, Ns[] = {1, 3, 4, 5, 8, 9, 16, 17, 49};
+	static const int Ks[] = {1, 7, 16, 129};
+	struct dl_rng r;
+	dl_rng_seed(&r, 29);
+	enum { PAD = 3, MAXM = 37, MAXN = 49, MAXK = 129 };
+	static float A[MAXM * (MAXK + PAD)], Bt[MAXN * (MAXK + PAD)];
+	static float C[MAXM * (MAXN + PAD)], S[MAXM * (MAXN + PAD)];
+	static float P[(MAXN + DL_ROWS_W) * MAXK];
+	for (size_t i = 0; i < sizeof A / sizeof *A; i++)
+		A[i] = (float)dl_rng_normal(&r);
+	for (size_t i = 0; i < sizeof Bt / sizeof *Bt; i++)
+		Bt[i] = (float)dl_rng_normal(&r);
+	ck_assert(dl_sgemm_rows_floats(49, 129) == 4 * DL_ROWS_W * 129);
+	for (int lv = 2; lv >= 0; lv--) {
+		if (dl_sgemm_rows_kernels(lv) != lv)
+			continue;   /* not on this CPU */
+		for (int mi = 0; mi < 9; mi++)
+			for (int ni = 0; ni < 9; ni++)
+				for (int ki = 0; ki < 4; ki++) {
+					int M = Ms[mi], N = Ns[ni], K = Ks[ki];
+					int lda = K + PAD, ldb = K + PAD, ldc = N + PAD;
+					int64_t pf = dl_sgemm_rows_floats(N, K);
+					ck_assert(pf <= (int64_t)(sizeof P / sizeof *P));
+					for (int64_t i = 0; i < pf; i++)
+						P[i] = NAN;
+					dl_sgemm_rows_pack(P, Bt, ldb, N, K);
+					for (int64_t i = 0; i < pf; i++)   /* the panel's columns past N */
+						if ((int)(i / ((int64_t)DL_ROWS_W * K)) * DL_ROWS_W + (int)(i % DL_ROWS_W) >= N)
+							ck_assert_msg(P[i] == 0.0f, "N %d K %d: packed float %ld", N, K, (long)i);
+					for (size_t i = 0; i < sizeof C / sizeof *C; i++)
+						C[i] = NAN;
+					dl_sgemm_rows(M, N, K, A, lda, P, C, ldc);
+					for (int m = 0; m < M; m++) {
+						for (int n = 0; n < N; n++) {
+							float e = 0.0f;
+							for (int k = 0; k < K; k++)
+								e = fmaf(A[m * lda + k], Bt[n * ldb + k], e);
+							ck_assert_msg(memcmp(&e, &C[m * ldc + n], sizeof e) == 0,
+								      "kernels %d, M %d N %d K %d: C[%d, %d] %.9g, the chain %.9g", lv,
+								      M, N, K, m, n, C[m * ldc + n], e);
+						}
+						for (int n = N; n < ldc; n++)
+							ck_assert_msg(isnan(C[m * ldc + n]), "M %d N %d: wrote past N", M, N);
+					}
+					if (M < 3 || N < 2)
+						continue;
+					/* rows 2.. and columns 1.. alone: the same bits */
+					dl_sgemm_rows_pack(P, Bt + ldb, ldb, N - 1, K);
+					dl_sgemm_rows(M - 2, N - 1, K, A + 2 * lda, lda, P, S, ldc);
+					for (int m = 2; m < M; m++)
+						for (int n = 1; n < N; n++)
+							ck_assert_msg(memcmp(&S[(m - 2) * ldc + n - 1], &C[m * ldc + n],
+									     sizeof(float)) == 0,
+								      "M %d N %d K %d: C[%d, %d] changes with the rows given",
+								      M, N, K, m, n);
+				}
+	}
+	dl_sgemm_rows_kernels(-1);
+}
+END_TEST
+
 /* dl_epilogue_lanes (channels in vector lanes: the depthwise forward's
  * fused epilogue) gives the bits of dl_epilogue_row on the same values
  * (fuse.h says so), for each kind of epilogue without a residual, a
@@ -619,6 +689,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, gemm_vectors_match_reference);
 	tcase_add_test(tc, epilogue_lanes_match_rows);
 	tcase_add_test(tc, gemm_skinny_matches_reference);
+	tcase_add_test(tc, gemm_rows_exact_chains);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1484,11 +1484,11 @@ static struct wino wino_plan(const struct geom *g)
 	/* blocks run on across images only when an image has fewer than
 	 * WINO_MIN_TILES tiles: at small sizes (resnet18's 512 channels at
 	 * 2x2) one image has a tile or two, and GEMMs that thin spend their
-	 * time packing U. Otherwise a block holds tile rows of one image,
-	 * cut the same way whatever the batch, so that a sample's output has
-	 * the same bits alone and in a batch (OpenBLAS's sums depend on a
-	 * column's place in the product, and F(4x4)'s output transform, whose
-	 * weights go up to 8 x 8, magnifies that to 1.5e-6 of the output) */
+	 * time on each call's overhead. Otherwise a block holds tile rows of
+	 * one image, cut the same way whatever the batch (when these GEMMs
+	 * were OpenBLAS's, whose sums depend on a column's place in the
+	 * product, that kept a sample's output the same bits alone and in a
+	 * batch; dl_sgemm_rows's do not depend on it) */
 	if (p.TH * p.TW >= WINO_MIN_TILES && p.rows > p.TH)
 		p.rows = p.TH;
 	if (p.rows > g->N * p.TH)
@@ -1508,14 +1508,21 @@ static int64_t wino_pad_floats(const struct wino *p)
 	return p->a * p->L * WINO_CV;
 }
 
+/* Floats of out: m output rows ([m, m TW]; F(4x4) the whole block's,
+ * and A^T m: [40, T]). */
+static int64_t wino_out_floats(const struct wino *p)
+{
+	return p->m == 4 ? 40 * p->T : 4 * p->TW;
+}
+
 /* Per thread: V [nx, T, Cg], M [nx, OCg, T], pad and rt
- * (wino_pad_floats each), m output rows (out: [m, m TW]; F(4x4) the
- * whole block's, and A^T m: [40, T]). */
+ * (wino_pad_floats each), out (wino_out_floats), and one V[xi] packed
+ * for dl_sgemm_rows. */
 static int64_t wino_slot(const struct geom *g)
 {
 	struct wino p = wino_plan(g);
 	return p.nx * (cin_g(g) + cout_g(g)) * p.T + 2 * wino_pad_floats(&p) +
-	       (p.m == 4 ? 40 * p.T : 4 * p.TW);
+	       wino_out_floats(&p) + dl_sgemm_rows_floats((int)p.T, (int)cin_g(g));
 }
 
 /* U [nx, OC, Cg] = G w G^T for every (oc, c): shared by the threads. */
@@ -1993,19 +2000,25 @@ DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
 	}
 }
 
-/* M[xi] [OCg, tiles] = U[xi] [OCg, Cg] x V[xi] of group gi: V[xi] is
- * [T, Cg] (the product's right operand transposed), as the input
- * transforms write channels contiguous. OpenBLAS packs it into the same
- * panels as [Cg, T] and sums in the same order (the same bits, checked
- * with cmp on densenet121 and resnet18 outputs). */
-static void wino_gemm(float *M, const float *U, const float *V, const struct geom *g,
-		      const struct wino *p, int64_t gi, int64_t xi, int64_t tiles)
+/* Rows [lo, hi) of M[xi] [OCg, tiles] = U[xi] [OCg, Cg] x V[xi] of group
+ * gi: V[xi] is [T, Cg] (the product's right operand transposed), as the
+ * input transforms write channels contiguous; packed into P first. By
+ * dl_sgemm_rows, whose sums do not depend on the rows asked for: the
+ * threads sharing a batch-1 layer each compute their own output
+ * channels (wino_forward_shared) and get the bits of one thread. At the
+ * Winograd shapes it runs at OpenBLAS's speed or better, packing
+ * included (tools/bench/gemm_rows.c; [512, 512] x [512, 16], resnet18's
+ * layer4 at batch 1, in 0.68 of its time: OpenBLAS packs all of U[xi]
+ * for 16 columns). */
+static void wino_gemm(float *M, const float *U, const float *V, float *P,
+		      const struct geom *g, const struct wino *p, int64_t gi, int64_t xi,
+		      int64_t tiles, int64_t lo, int64_t hi)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g);
-	dl_sgemm(0, 1, (int)OCg, (int)tiles, (int)Cg, 1.0f,
-		 U + (xi * g->OC + gi * OCg) * Cg, (int)Cg,
-		 V + xi * Cg * p->T, (int)Cg, 0.0f,
-		 M + xi * OCg * p->T, (int)p->T);
+	dl_sgemm_rows_pack(P, V + xi * Cg * p->T, (int)Cg, (int)tiles, (int)Cg);
+	dl_sgemm_rows((int)(hi - lo), (int)tiles, (int)Cg,
+		      U + (xi * g->OC + gi * OCg + lo) * Cg, (int)Cg, P,
+		      M + xi * OCg * p->T + lo * p->T, (int)p->T);
 }
 
 /* The input transforms of group gi's tile rows [r0, r1) of the batch
@@ -2054,13 +2067,14 @@ static void wino_unit_output(float *y, float *out, const float *M, const float *
 	}
 }
 
-/* wino_forward with the threads sharing each unit (shared_units), in
- * three parts split by what each reads: the input transform by input
- * channel, then the nx GEMMs by their index xi (each runs whole, so the
- * bits are those of one thread: splitting a GEMM's rows changes
- * OpenBLAS's sums, and F(4x4)'s output transform magnifies that to 3e-6),
- * then the output transform by output channel; barriers between. V and M
- * in slot 0, each thread's pad, rt and out in its own slot. */
+/* wino_forward with the threads sharing each unit (shared_units): each
+ * computes the whole input transform into its own slot (a few percent of
+ * the layer's work), then its own output channels' rows of the nx GEMMs
+ * and their output transform. Nothing passes between the threads inside
+ * the layer: with the transforms split by channel and the GEMMs by xi,
+ * V and M crossed from one core's cache to the other's twice per layer,
+ * and resnet18's layer2 took 0.77-0.87 of one thread's time at two.
+ * dl_sgemm_rows gives the bits of one thread whatever the rows. */
 static void wino_forward_shared(float *y, const float *x, const float *U,
 				const float *b, float *ws, const struct geom *g, int nt,
 				const struct dl_epilogue *e, const float *res,
@@ -2069,34 +2083,26 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 	struct wino p = *pp;
 	int64_t Cg = cin_g(g), OCg = cout_g(g), slot = slot_floats(g);
 	int64_t R = g->N * p.TH;
-	float *V = ws, *M = V + p.nx * Cg * p.T;
-	int saved = blas_serial_begin(nt);
 	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
 	{
 		int team = team_size(), me = thread_id();
-		float *pad = ws + me * slot + p.nx * (Cg + OCg) * p.T;
-		float *rt = pad + wino_pad_floats(&p), *out = rt + wino_pad_floats(&p);
+		float *V = ws + me * slot, *M = V + p.nx * Cg * p.T;
+		float *pad = M + p.nx * OCg * p.T, *rt = pad + wino_pad_floats(&p);
+		float *out = rt + wino_pad_floats(&p), *P = out + wino_out_floats(&p);
 		int64_t lo, hi;
+		part_of(OCg, team, me, &lo, &hi);
 		for (int64_t u = 0; u < units; u++) {
 			int64_t gi = u / blocks, bl = u % blocks;
 			int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
 			int64_t tiles = (r1 - r0) * p.TW;
-			part_of(Cg, team, me, &lo, &hi);
-			wino_unit_input(V, pad, rt, x, g, &p, gi, r0, r1, lo, hi);
-			#pragma omp barrier
-			part_of(p.nx, team, me, &lo, &hi);
-			for (int64_t xi = lo; xi < hi; xi++)
-				wino_gemm(M, U, V, g, &p, gi, xi, tiles);
-			#pragma omp barrier
-			part_of(OCg, team, me, &lo, &hi);
+			if (lo >= hi)
+				break;
+			wino_unit_input(V, pad, rt, x, g, &p, gi, r0, r1, 0, Cg);
+			for (int64_t xi = 0; xi < p.nx; xi++)
+				wino_gemm(M, U, V, P, g, &p, gi, xi, tiles, lo, hi);
 			wino_unit_output(y, out, M, b, g, &p, gi, r0, r1, e, res, lo, hi);
-			/* the next unit's transforms overwrite V and M */
-			if (u + 1 < units) {
-				#pragma omp barrier
-			}
 		}
 	}
-	blas_serial_end(saved);
 }
 
 /* The forward convolution by Winograd. Units: group x block of tile
@@ -2124,7 +2130,6 @@ static void wino_forward(float *y, const float *x, const float *w,
 	}
 	if (units < nt)
 		nt = (int)units;
-	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int64_t u = 0; u < units; u++) {
 		int64_t gi = u / blocks, bl = u % blocks;
@@ -2133,13 +2138,12 @@ static void wino_forward(float *y, const float *x, const float *w,
 		int64_t tiles = (r1 - r0) * p.TW;
 		float *V = ws + thread_id() * slot, *M = V + p.nx * Cg * p.T;
 		float *pad = M + p.nx * OCg * p.T, *rt = pad + wino_pad_floats(&p);
-		float *out = rt + wino_pad_floats(&p);
+		float *out = rt + wino_pad_floats(&p), *P = out + wino_out_floats(&p);
 		wino_unit_input(V, pad, rt, x, g, &p, gi, r0, r1, 0, Cg);
 		for (int xi = 0; xi < p.nx; xi++)
-			wino_gemm(M, U, V, g, &p, gi, xi, tiles);
+			wino_gemm(M, U, V, P, g, &p, gi, xi, tiles, 0, OCg);
 		wino_unit_output(y, out, M, b, g, &p, gi, r0, r1, e, res, 0, OCg);
 	}
-	blas_serial_end(saved);
 }
 
 /* y [OCg, cols] (row stride ld) += b per row */

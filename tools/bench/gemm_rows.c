@@ -1,0 +1,90 @@
+/* dl_sgemm_rows against OpenBLAS's sgemm on the Winograd layers' products:
+ * nx products C[xi] [M, N] = A[xi] [M, K] x Bt[xi] [N, K]^T (A the
+ * transformed weights U[xi], Bt the transformed input V[xi], N the tiles
+ * of a block), the shapes of resnet18 (224x224 at batch 1, and its
+ * blocks of 56 and 64 tiles at batch 32) and densenet121's 3x3 layers.
+ * dlrun's side packs Bt for every product, as conv.c does. The best of
+ * 30 runs of each, one thread, and the largest difference between them:
+ *
+ *   cc -O2 -std=c11 -Isrc -I. tools/bench/gemm_rows.c src/engine/gemm_rows.c \
+ *      -lopenblas -lm -o /tmp/gemm_rows
+ *   (with the -I and -L paths of OpenBLAS that ./configure found)
+ *   OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell /tmp/gemm_rows
+ *
+ * tools/bench/RESULTS.md has the numbers. */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "engine/gemm.h"
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static float *filled(int64_t n, unsigned seed)
+{
+	float *p = malloc((size_t)n * sizeof *p);
+	if (!p) {
+		fprintf(stderr, "gemm_rows: out of memory\n");
+		exit(1);
+	}
+	srand(seed);
+	for (int64_t i = 0; i < n; i++)
+		p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+	return p;
+}
+
+int main(void)
+{
+	static const struct { int M, K, N, nx; const char *what; } sh[] = {
+		{64, 64, 56, 36, "resnet18 layer1, F(4x4), 224 b1 and b32"},
+		{128, 128, 49, 36, "resnet18 layer2, F(4x4), 224 b1"},
+		{256, 256, 49, 16, "resnet18 layer3, F(2x2), 224 b1"},
+		{512, 512, 16, 16, "resnet18 layer4, F(2x2), 224 b1"},
+		{128, 128, 64, 36, "resnet18 layer2, F(4x4), 64 b32"},
+		{256, 256, 56, 16, "resnet18 layer3, F(2x2), 224 b32"},
+		{32, 128, 64, 36, "densenet121 3x3, F(4x4)"},
+		{32, 128, 16, 36, "densenet121 3x3, F(4x4), 16 tiles"},
+	};
+	printf("| M | K | N | products | shape | OpenBLAS ms | dl_sgemm_rows ms | ratio | max diff |\n");
+	printf("| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+	for (size_t s = 0; s < sizeof sh / sizeof *sh; s++) {
+		int M = sh[s].M, K = sh[s].K, N = sh[s].N, nx = sh[s].nx;
+		float *A = filled((int64_t)nx * M * K, 2 * (unsigned)s + 1);
+		float *B = filled((int64_t)nx * N * K, 2 * (unsigned)s + 2);
+		float *C1 = filled((int64_t)nx * M * N, 0), *C2 = filled((int64_t)nx * M * N, 0);
+		float *P = filled(dl_sgemm_rows_floats(N, K), 0);
+		double best_blas = 1e30, best_rows = 1e30;
+		for (int rep = 0; rep < 30; rep++) {
+			double t0 = now_ms();
+			for (int x = 0; x < nx; x++)
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f,
+					    A + (int64_t)x * M * K, K, B + (int64_t)x * N * K, K, 0.0f,
+					    C1 + (int64_t)x * M * N, N);
+			double t1 = now_ms();
+			for (int x = 0; x < nx; x++) {
+				dl_sgemm_rows_pack(P, B + (int64_t)x * N * K, K, N, K);
+				dl_sgemm_rows(M, N, K, A + (int64_t)x * M * K, K, P,
+					      C2 + (int64_t)x * M * N, N);
+			}
+			double t2 = now_ms();
+			best_blas = t1 - t0 < best_blas ? t1 - t0 : best_blas;
+			best_rows = t2 - t1 < best_rows ? t2 - t1 : best_rows;
+		}
+		double md = 0.0;
+		for (int64_t i = 0; i < (int64_t)nx * M * N; i++)
+			md = fmax(md, fabs((double)C1[i] - (double)C2[i]));
+		printf("| %d | %d | %d | %d | %s | %.3f | %.3f | %.2f | %.1e |\n", M, K, N, nx,
+		       sh[s].what, best_blas, best_rows, best_rows / best_blas, md);
+		free(A), free(B), free(C1), free(C2), free(P);
+	}
+	return 0;
+}
