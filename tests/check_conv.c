@@ -781,9 +781,9 @@ END_TEST
 /* Batch 1: one unit (a Winograd block, a tile of columns, a pointwise
  * product) shared by the threads (conv.c's shared_units). Two threads
  * asked for, one or two running: the same bits; one thread asked for
- * against two: Winograd's split (by output channel, each thread's rows
- * of dl_sgemm_rows) keeps the bits, im2col's (by output channel, rows of
- * OpenBLAS's product) stays within 1e-6. */
+ * against two: split by output channel, Winograd's and the 56-column
+ * im2col unit's (each thread's rows of dl_sgemm_rows) keep the bits, the
+ * pointwise product's (rows of OpenBLAS's) stays within 1e-6. */
 START_TEST(test_conv_batch1_shared)
 {
 	const char *hps[] = {
@@ -809,12 +809,73 @@ START_TEST(test_conv_batch1_shared)
 		ck_assert_msg(memcmp(h[1].y, h[2].y, (size_t)h[1].ny * sizeof(float)) == 0,
 			      "{%s}: one or two threads running", hps[t]);
 		ck_assert_msg(rel_err(h[2].y, h[0].y, h[0].ny) < 1e-6, "{%s}: 1 or 2 threads", hps[t]);
-		if (t < 2)
+		if (t < 3)
 			ck_assert_msg(memcmp(h[0].y, h[2].y, (size_t)h[0].ny * sizeof(float)) == 0,
-				      "{%s}: Winograd's bits at 1 and 2 threads", hps[t]);
+				      "{%s}: Winograd's and dl_sgemm_rows's bits at 1 and 2 threads",
+				      hps[t]);
 		for (int k = 0; k < 3; k++)
 			h_free(&h[k]);
 	}
+	dl_set_threads(keep);
+}
+END_TEST
+
+/* im2col units of few columns that are not skinny (conv.c's rows_cols:
+ * at most 64, a panel-rounded count within the output channels) multiply
+ * through dl_sgemm_rows: each output exactly the fmaf chain over the
+ * columns' rows (input channel, kernel row, kernel column) from zero,
+ * then the bias. Batch 3 and 1 (a unit shared by two threads there), 1
+ * and 2 threads, 42 and 63 columns, K of 171 and 555 (three of
+ * dl_sgemm_rows's blocks of k), odd output channels. */
+START_TEST(test_conv_rows_exact)
+{
+	static const struct {
+		const char *hps;
+		int64_t in[4];
+		int kh, kw, s, ph, pw;
+	} t[] = {
+		{"out_channels: 53, kernel_size: 3, stride: 2, padding: 1", {3, 19, 13, 11}, 3, 3, 2, 1, 1},
+		{"out_channels: 64, kernel_size: [3, 5], padding: [1, 2]", {2, 37, 7, 9}, 3, 5, 1, 1, 2},
+		{"out_channels: 64, kernel_size: [3, 5], padding: [1, 2]", {1, 37, 7, 9}, 3, 5, 1, 1, 2},
+		{"out_channels: 53, kernel_size: 3, stride: 2, padding: 1", {1, 19, 13, 11}, 3, 3, 2, 1, 1},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++) {
+			struct harness h;
+			struct dl_error err = {0};
+			struct dl_shape xs = dl_shape_make(4, t[k].in);
+			dl_set_threads(threads);
+			if (threads > 1)
+				dl_threads_pin(threads);
+			ck_assert(h_setup(&h, "conv2d", t[k].hps, &xs, 0, &err) == 0);
+			h_fill(&h, 41 + k, 0);
+			h_forward(&h);
+			const float *w = h_param(&h, "weight")->data, *b = h_param(&h, "bias")->data;
+			int64_t N = t[k].in[0], C = t[k].in[1], H = t[k].in[2], W = t[k].in[3];
+			int64_t OC = h.ys.d[1], OH = h.ys.d[2], OW = h.ys.d[3];
+			for (int64_t n = 0; n < N; n++)
+				for (int64_t o = 0; o < OC; o++)
+					for (int64_t p = 0; p < OH * OW; p++) {
+						float acc = 0.0f;
+						for (int64_t c = 0; c < C; c++)
+							for (int i = 0; i < t[k].kh; i++)
+								for (int j = 0; j < t[k].kw; j++) {
+									int64_t ih = p / OW * t[k].s - t[k].ph + i;
+									int64_t iw = p % OW * t[k].s - t[k].pw + j;
+									float xv = ih >= 0 && ih < H && iw >= 0 && iw < W ?
+										h.x[((n * C + c) * H + ih) * W + iw] : 0.0f;
+									acc = fmaf(w[((o * C + c) * t[k].kh + i) * t[k].kw + j],
+										   xv, acc);
+								}
+						float e = acc + b[o], got = h.y[(n * OC + o) * OH * OW + p];
+						ck_assert_msg(memcmp(&e, &got, sizeof e) == 0,
+							      "{%s} batch %lld, %d threads: y[%lld, %lld, %lld] %.9g, the chain %.9g",
+							      t[k].hps, (long long)N, threads, (long long)n,
+							      (long long)o, (long long)p, got, e);
+					}
+			h_free(&h);
+		}
 	dl_set_threads(keep);
 }
 END_TEST
@@ -1666,6 +1727,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_threads);
 	tcase_add_test(tc, test_conv_team_invariant);
 	tcase_add_test(tc, test_conv_batch1_shared);
+	tcase_add_test(tc, test_conv_rows_exact);
 	tcase_add_test(tc, test_conv_unkept_im2col);
 	tcase_add_test(tc, test_sgemm_team_invariant);
 	tcase_add_test(tc, test_conv_small_one_thread);

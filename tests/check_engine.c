@@ -476,7 +476,7 @@ END_TEST
  * counts around its panels of 16 and the 8 and 4 of their narrower
  * kernels, K of 1 to past a few vectors, leading dimensions longer than
  * the rows; the same bits for any rows and columns given; the packed
- * panels' columns past N zero. */
+ * panels' columns past N zero, and the same packed from B as from Bt. */
 START_TEST(gemm_rows_exact_chains)
 {
 	static const int Ms[] = {1, 3, 4, 5, 6, 7, 16, 17, 37}, Ns[] = {1, 3, 4, 5, 8, 9, 16, 17, 49};
@@ -486,7 +486,8 @@ START_TEST(gemm_rows_exact_chains)
 	enum { PAD = 3, MAXM = 37, MAXN = 49, MAXK = 129 };
 	static float A[MAXM * (MAXK + PAD)], Bt[MAXN * (MAXK + PAD)];
 	static float C[MAXM * (MAXN + PAD)], S[MAXM * (MAXN + PAD)];
-	static float P[(MAXN + DL_ROWS_W) * MAXK];
+	static float P[(MAXN + DL_ROWS_W) * MAXK], Q[(MAXN + DL_ROWS_W) * MAXK];
+	static float B[MAXK * (MAXN + PAD)];
 	for (size_t i = 0; i < sizeof A / sizeof *A; i++)
 		A[i] = (float)dl_rng_normal(&r);
 	for (size_t i = 0; i < sizeof Bt / sizeof *Bt; i++)
@@ -504,7 +505,15 @@ START_TEST(gemm_rows_exact_chains)
 					ck_assert(pf <= (int64_t)(sizeof P / sizeof *P));
 					for (int64_t i = 0; i < pf; i++)
 						P[i] = NAN;
-					dl_sgemm_rows_pack(P, Bt, ldb, N, K);
+					dl_sgemm_rows_pack(P, 1, Bt, ldb, N, K);
+					/* from B [K, N] (Bt transposed, rows N + PAD long):
+					 * the same panels */
+					for (int n = 0; n < N; n++)
+						for (int k = 0; k < K; k++)
+							B[k * (N + PAD) + n] = Bt[n * ldb + k];
+					dl_sgemm_rows_pack(Q, 0, B, N + PAD, N, K);
+					ck_assert_msg(memcmp(P, Q, (size_t)pf * sizeof *P) == 0,
+						      "N %d K %d: packed from B and from Bt differ", N, K);
 					for (int64_t i = 0; i < pf; i++)   /* the panel's columns past N */
 						if ((int)(i / ((int64_t)DL_ROWS_W * K)) * DL_ROWS_W + (int)(i % DL_ROWS_W) >= N)
 							ck_assert_msg(P[i] == 0.0f, "N %d K %d: packed float %ld", N, K, (long)i);
@@ -526,7 +535,7 @@ START_TEST(gemm_rows_exact_chains)
 					if (M < 3 || N < 2)
 						continue;
 					/* rows 2.. and columns 1.. alone: the same bits */
-					dl_sgemm_rows_pack(P, Bt + ldb, ldb, N - 1, K);
+					dl_sgemm_rows_pack(P, 1, Bt + ldb, ldb, N - 1, K);
 					dl_sgemm_rows(M - 2, N - 1, K, A + 2 * lda, lda, P, S, ldc);
 					for (int m = 2; m < M; m++)
 						for (int n = 1; n < N; n++)

@@ -33,18 +33,19 @@ int dl_sgemm_blocks(int M, int N, int K);
 void dl_sgemm_skinny(int M, int N, int K, const float *A, int lda, const float *Bt,
 		     int ldb, float *C, int ldc);
 /* Products whose bits do not depend on how they are cut: every element
- * of C[M, N] = A[M, K] Bt[N, K]^T is one chain of fused multiply-adds
- * over k = 0 .. K-1 from zero (AVX-512 or AVX2 vectors across columns,
- * fmaf elsewhere, all the same bits), so a caller may compute any rows
- * or columns, on any thread, and get the bits of the whole product.
+ * of C[M, N] = A[M, K] op(B) is one chain of fused multiply-adds over
+ * k = 0 .. K-1 from zero (AVX-512 or AVX2 vectors across columns, fmaf
+ * elsewhere, all the same bits), so a caller may compute any rows or
+ * columns, on any thread, and get the bits of the whole product.
  * OpenBLAS's do depend on it: splitting a [128, 128] x [128, 49] product
  * in two by rows or by columns changes the last bits of 10% to 29% of
- * its outputs. Bt is packed first (dl_sgemm_rows_pack, into
- * dl_sgemm_rows_floats(N, K) floats: panels of DL_ROWS_W columns, k
- * outermost); A is read in place. C overwritten (alpha 1, beta 0). */
+ * its outputs. B ([K, N], or [N, K] when tb) is packed first
+ * (dl_sgemm_rows_pack, into dl_sgemm_rows_floats(N, K) floats: panels of
+ * DL_ROWS_W columns, k outermost); A is read in place. C overwritten
+ * (alpha 1, beta 0). */
 #define DL_ROWS_W 16
 int64_t dl_sgemm_rows_floats(int N, int K);
-void dl_sgemm_rows_pack(float *P, const float *Bt, int ldb, int N, int K);
+void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K);
 void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P, float *C,
 		   int ldc);
 /* For the tests: use the kernels of level `want` (0 plain, 1 AVX2, 2

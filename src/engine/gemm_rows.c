@@ -18,22 +18,80 @@ int64_t dl_sgemm_rows_floats(int N, int K)
 	return panels * DL_ROWS_W * (K > 0 ? K : 0);
 }
 
-/* A transpose, column by column of Bt; the panel's columns past N are
- * zero, so every kernel may read whole panels. */
-void dl_sgemm_rows_pack(float *P, const float *Bt, int ldb, int N, int K)
+#ifdef FX_X86
+/* p[k, 0..7] = b[0..7, k] for k in [0, 8): an 8 x 8 transpose in
+ * registers, rows of b ldb apart, p's rows DL_ROWS_W apart. */
+__attribute__((target("avx2"))) static void t8(float *p, const float *b, int64_t ldb)
 {
+	__m256 r0 = _mm256_loadu_ps(b), r1 = _mm256_loadu_ps(b + ldb);
+	__m256 r2 = _mm256_loadu_ps(b + 2 * ldb), r3 = _mm256_loadu_ps(b + 3 * ldb);
+	__m256 r4 = _mm256_loadu_ps(b + 4 * ldb), r5 = _mm256_loadu_ps(b + 5 * ldb);
+	__m256 r6 = _mm256_loadu_ps(b + 6 * ldb), r7 = _mm256_loadu_ps(b + 7 * ldb);
+	__m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+	__m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+	__m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+	__m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+	__m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+	__m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+	__m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+	__m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+	_mm256_storeu_ps(p, _mm256_permute2f128_ps(u0, u4, 0x20));
+	_mm256_storeu_ps(p + DL_ROWS_W, _mm256_permute2f128_ps(u1, u5, 0x20));
+	_mm256_storeu_ps(p + 2 * DL_ROWS_W, _mm256_permute2f128_ps(u2, u6, 0x20));
+	_mm256_storeu_ps(p + 3 * DL_ROWS_W, _mm256_permute2f128_ps(u3, u7, 0x20));
+	_mm256_storeu_ps(p + 4 * DL_ROWS_W, _mm256_permute2f128_ps(u0, u4, 0x31));
+	_mm256_storeu_ps(p + 5 * DL_ROWS_W, _mm256_permute2f128_ps(u1, u5, 0x31));
+	_mm256_storeu_ps(p + 6 * DL_ROWS_W, _mm256_permute2f128_ps(u2, u6, 0x31));
+	_mm256_storeu_ps(p + 7 * DL_ROWS_W, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
+static int rows_level(void);
+
+/* Panels of DL_ROWS_W columns, k outermost in each; the columns past N
+ * zero, so every kernel may read whole panels. From B [K, N] row pieces;
+ * from Bt [N, K] a transpose, 8 x 8 blocks in registers where the CPU has
+ * AVX2 (one float at a time it was a fifth of a Winograd layer's
+ * products), the rest one float at a time. */
+void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K)
+{
+	int vec = 0;
+#ifdef FX_X86
+	vec = rows_level() > 0;
+#endif
 	for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
 		float *restrict p = P + (int64_t)n0 * K;
 		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 		if (nw < DL_ROWS_W)
 			memset(p, 0, (size_t)K * DL_ROWS_W * sizeof *p);
-		for (int j = 0; j < nw; j++) {
-			const float *restrict b = Bt + (int64_t)(n0 + j) * ldb;
+		if (!tb) {
 			for (int k = 0; k < K; k++)
-				p[(int64_t)k * DL_ROWS_W + j] = b[k];
+				memcpy(p + (int64_t)k * DL_ROWS_W, B + (int64_t)k * ldb + n0,
+				       (size_t)nw * sizeof *p);
+			continue;
+		}
+		int j = 0, k8 = vec ? K / 8 * 8 : 0;
+#ifdef FX_X86
+		for (; j + 8 <= nw && k8 > 0; j += 8)
+			for (int k = 0; k < k8; k += 8)
+				t8(p + (int64_t)k * DL_ROWS_W + j, B + (int64_t)(n0 + j) * ldb + k, ldb);
+#endif
+		for (int jj = 0; jj < nw; jj++) {
+			const float *restrict b = B + (int64_t)(n0 + jj) * ldb;
+			for (int k = jj < j ? k8 : 0; k < K; k++)
+				p[(int64_t)k * DL_ROWS_W + jj] = b[k];
 		}
 	}
 }
+
+/* k per block: an A tile of 16 rows (16 KiB at 256) and a panel's block
+ * (16 KiB) share L1, the blocks of a block of columns' panels (256 KiB)
+ * stay in L2 while every A tile meets them. A block after the first
+ * goes on from the partial sums in C, which hold the chains' float
+ * values exactly: the same bits as one block. */
+#define KC 256
+/* columns per block */
+#define NC 256
 
 /* Any CPU: the same chains, fmaf's single rounding as the vector FMAs. */
 static void rows_plain(int M, int N, int K, const float *A, int lda, const float *P,
@@ -54,107 +112,93 @@ static void rows_plain(int M, int N, int K, const float *A, int lda, const float
 }
 
 #ifdef FX_X86
-/* Kernels: R rows of A (broadcast) times one panel (a vector or two of
- * columns), R accumulators per vector in registers; R a constant where
- * inlined, the loops over it unrolled. The first nw columns stored. */
+/* Kernels: R rows of A (broadcast) times one panel's block of K (a
+ * vector or two of columns), R accumulators per vector in registers,
+ * from zero or (more) from C; R a constant where inlined, the loops over
+ * it unrolled. The first nw columns loaded and stored. */
 #define T512 __attribute__((target("avx512f,avx512vl,fma")))
 #define T256 __attribute__((target("avx2,fma")))
 #define INL static inline __attribute__((always_inline))
 
-T512 INL void z16(const float *A, int64_t lda, const float *p, int K, float *C,
-		  int64_t ldc, const int R, int nw)
-{
-	__m512 c[16];
-#pragma GCC unroll 16
-	for (int r = 0; r < R; r++)
-		c[r] = _mm512_setzero_ps();
-	for (int k = 0; k < K; k++) {
-		__m512 b = _mm512_loadu_ps(p + (int64_t)k * DL_ROWS_W);
-#pragma GCC unroll 16
-		for (int r = 0; r < R; r++)
-			c[r] = _mm512_fmadd_ps(_mm512_set1_ps(A[r * lda + k]), b, c[r]);
+#define ZKER(NAME, VT, ZERO, MASKT, LOADZ, LOAD, FMA, BCAST, STORE)                    \
+	T512 INL void NAME(const float *A, int64_t lda, const float *p, int K, float *C,   \
+			   int64_t ldc, const int R, int nw, int more)                    \
+	{                                                                               \
+		VT c[16];                                                               \
+		MASKT mk = (MASKT)(nw >= 16 ? 0xffffu : (1u << nw) - 1);                \
+		_Pragma("GCC unroll 16")                                                \
+		for (int r = 0; r < R; r++)                                             \
+			c[r] = more ? LOADZ(mk, C + r * ldc) : ZERO();                  \
+		for (int k = 0; k < K; k++) {                                           \
+			VT b = LOAD(p + (int64_t)k * DL_ROWS_W);                        \
+			_Pragma("GCC unroll 16")                                        \
+			for (int r = 0; r < R; r++)                                     \
+				c[r] = FMA(BCAST(A[r * lda + k]), b, c[r]);             \
+		}                                                                       \
+		_Pragma("GCC unroll 16")                                                \
+		for (int r = 0; r < R; r++)                                             \
+			STORE(C + r * ldc, mk, c[r]);                                   \
 	}
-	__mmask16 mk = (__mmask16)(nw >= 16 ? 0xffffu : (1u << nw) - 1);
-#pragma GCC unroll 16
-	for (int r = 0; r < R; r++)
-		_mm512_mask_storeu_ps(C + r * ldc, mk, c[r]);
-}
 
-T512 INL void z8(const float *A, int64_t lda, const float *p, int K, float *C,
-		 int64_t ldc, const int R, int nw)
+ZKER(z16, __m512, _mm512_setzero_ps, __mmask16, _mm512_maskz_loadu_ps, _mm512_loadu_ps,
+     _mm512_fmadd_ps, _mm512_set1_ps, _mm512_mask_storeu_ps)
+ZKER(z8, __m256, _mm256_setzero_ps, __mmask8, _mm256_maskz_loadu_ps, _mm256_loadu_ps,
+     _mm256_fmadd_ps, _mm256_set1_ps, _mm256_mask_storeu_ps)
+ZKER(z4, __m128, _mm_setzero_ps, __mmask8, _mm_maskz_loadu_ps, _mm_loadu_ps,
+     _mm_fmadd_ps, _mm_set1_ps, _mm_mask_storeu_ps)
+
+/* One A tile of R rows against every panel: the narrowest vector that
+ * holds a panel's columns (a 49-column product's last column costs a
+ * quarter of a full panel, not all of it). */
+T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, int k0,
+		       int kc, float *C, int64_t ldc, int N, const int R)
 {
-	__m256 c[16];
-#pragma GCC unroll 16
-	for (int r = 0; r < R; r++)
-		c[r] = _mm256_setzero_ps();
-	for (int k = 0; k < K; k++) {
-		__m256 b = _mm256_loadu_ps(p + (int64_t)k * DL_ROWS_W);
-#pragma GCC unroll 16
-		for (int r = 0; r < R; r++)
-			c[r] = _mm256_fmadd_ps(_mm256_set1_ps(A[r * lda + k]), b, c[r]);
+	for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
+		const float *p = P + n0 * K + (int64_t)k0 * DL_ROWS_W;
+		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
+		if (nw > 8)
+			z16(A, lda, p, kc, C + n0, ldc, R, nw, k0 > 0);
+		else if (nw > 4)
+			z8(A, lda, p, kc, C + n0, ldc, R, nw, k0 > 0);
+		else
+			z4(A, lda, p, kc, C + n0, ldc, R, nw, k0 > 0);
 	}
-	__mmask8 mk = (__mmask8)((1u << nw) - 1);
-#pragma GCC unroll 16
-	for (int r = 0; r < R; r++)
-		_mm256_mask_storeu_ps(C + r * ldc, mk, c[r]);
 }
-
-T512 INL void z4(const float *A, int64_t lda, const float *p, int K, float *C,
-		 int64_t ldc, const int R, int nw)
-{
-	__m128 c[16];
-#pragma GCC unroll 16
-	for (int r = 0; r < R; r++)
-		c[r] = _mm_setzero_ps();
-	for (int k = 0; k < K; k++) {
-		__m128 b = _mm_loadu_ps(p + (int64_t)k * DL_ROWS_W);
-#pragma GCC unroll 16
-		for (int r = 0; r < R; r++)
-			c[r] = _mm_fmadd_ps(_mm_set1_ps(A[r * lda + k]), b, c[r]);
-	}
-	__mmask8 mk = (__mmask8)((1u << nw) - 1);
-#pragma GCC unroll 16
-	for (int r = 0; r < R; r++)
-		_mm_mask_storeu_ps(C + r * ldc, mk, c[r]);
-}
-
-/* One panel's rows: 16 at a time, then 4, then 1; the narrowest vector
- * that holds the panel's columns (a 49-column product's last column costs
- * a quarter of a full panel, not all of it). */
-#define ROWS_OF(KER, A, lda, p, K, C, ldc, M, nw)                                      \
-	do {                                                                            \
-		int m_ = 0;                                                             \
-		for (; m_ + 16 <= (M); m_ += 16)                                        \
-			KER((A) + (int64_t)m_ * (lda), lda, p, K, (C) + (int64_t)m_ * (ldc), ldc, 16, nw); \
-		for (; m_ + 4 <= (M); m_ += 4)                                          \
-			KER((A) + (int64_t)m_ * (lda), lda, p, K, (C) + (int64_t)m_ * (ldc), ldc, 4, nw); \
-		for (; m_ < (M); m_++)                                                  \
-			KER((A) + (int64_t)m_ * (lda), lda, p, K, (C) + (int64_t)m_ * (ldc), ldc, 1, nw); \
-	} while (0)
 
 T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const float *P,
 			     float *C, int ldc)
 {
-	for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
-		const float *p = P + (int64_t)n0 * K;
-		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
-		if (nw > 8)
-			ROWS_OF(z16, A, lda, p, K, C + n0, ldc, M, nw);
-		else if (nw > 4)
-			ROWS_OF(z8, A, lda, p, K, C + n0, ldc, M, nw);
-		else
-			ROWS_OF(z4, A, lda, p, K, C + n0, ldc, M, nw);
+	for (int k0 = 0; k0 < K; k0 += KC) {
+		int kc = K - k0 < KC ? K - k0 : KC;
+		for (int n0 = 0; n0 < N; n0 += NC) {
+			const float *p = P + (int64_t)n0 * K;
+			int nc = N - n0 < NC ? N - n0 : NC, m = 0;
+			for (; m + 16 <= M; m += 16)
+				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
+					 C + (int64_t)m * ldc + n0, ldc, nc, 16);
+			for (; m + 4 <= M; m += 4)
+				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
+					 C + (int64_t)m * ldc + n0, ldc, nc, 4);
+			for (; m < M; m++)
+				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
+					 C + (int64_t)m * ldc + n0, ldc, nc, 1);
+		}
 	}
 }
 
 /* AVX2: 16 registers, so 6 rows times the panel's two halves. */
 T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
-		  int64_t ldc, const int R, int nw)
+		  int64_t ldc, const int R, int nw, int more)
 {
 	__m256 c0[6], c1[6];
 #pragma GCC unroll 6
-	for (int r = 0; r < R; r++)
-		c0[r] = c1[r] = _mm256_setzero_ps();
+	for (int r = 0; r < R; r++) {
+		float t[16] = {0};
+		if (more)
+			memcpy(t, C + r * ldc, (size_t)nw * sizeof *t);
+		c0[r] = _mm256_loadu_ps(t);
+		c1[r] = _mm256_loadu_ps(t + 8);
+	}
 	for (int k = 0; k < K; k++) {
 		__m256 b0 = _mm256_loadu_ps(p + (int64_t)k * DL_ROWS_W);
 		__m256 b1 = _mm256_loadu_ps(p + (int64_t)k * DL_ROWS_W + 8);
@@ -177,14 +221,22 @@ T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
 T256 static void rows_avx2(int M, int N, int K, const float *A, int lda, const float *P,
 			   float *C, int ldc)
 {
-	for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
-		const float *p = P + (int64_t)n0 * K;
-		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
-		int m = 0;
-		for (; m + 6 <= M; m += 6)
-			y16(A + (int64_t)m * lda, lda, p, K, C + (int64_t)m * ldc + n0, ldc, 6, nw);
-		for (; m < M; m++)
-			y16(A + (int64_t)m * lda, lda, p, K, C + (int64_t)m * ldc + n0, ldc, 1, nw);
+	for (int k0 = 0; k0 < K; k0 += KC) {
+		int kc = K - k0 < KC ? K - k0 : KC;
+		for (int m = 0; m < M;) {
+			int R = M - m >= 6 ? 6 : 1;
+			for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
+				const float *p = P + (int64_t)n0 * K + (int64_t)k0 * DL_ROWS_W;
+				const float *a = A + (int64_t)m * lda + k0;
+				float *c = C + (int64_t)m * ldc + n0;
+				int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
+				if (R == 6)
+					y16(a, lda, p, kc, c, ldc, 6, nw, k0 > 0);
+				else
+					y16(a, lda, p, kc, c, ldc, 1, nw, k0 > 0);
+			}
+			m += R;
+		}
 	}
 }
 

@@ -2015,7 +2015,7 @@ static void wino_gemm(float *M, const float *U, const float *V, float *P,
 		      int64_t tiles, int64_t lo, int64_t hi)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g);
-	dl_sgemm_rows_pack(P, V + xi * Cg * p->T, (int)Cg, (int)tiles, (int)Cg);
+	dl_sgemm_rows_pack(P, 1, V + xi * Cg * p->T, (int)Cg, (int)tiles, (int)Cg);
 	dl_sgemm_rows((int)(hi - lo), (int)tiles, (int)Cg,
 		      U + (xi * g->OC + gi * OCg + lo) * Cg, (int)Cg, P,
 		      M + xi * OCg * p->T + lo * p->T, (int)p->T);
@@ -2235,6 +2235,26 @@ static int skinny_cols(const struct geom *g, int64_t cols)
 	return cols <= DL_SKINNY_N && cols <= g->OC;
 }
 
+/* Units of up to ROWS_COLS columns that are not skinny (resnet18's
+ * layer4 at 224x224 input, 7x7 = 49 columns of 2304 or 4608 rows, batch
+ * 1; layer2's stride-2 layer at 64x64, 64 columns) multiply through
+ * dl_sgemm_rows: its panels of columns after the columns in the slot
+ * (which has the weights' size again, for backward: hence the columns
+ * rounded to a panel at most OC), the weights read in place. OpenBLAS
+ * packed all of the weights for those columns (tools/bench/gemm_rows.c:
+ * dl_sgemm_rows takes 0.88 to 0.96 of its time, its packing included),
+ * and at batch 1, where the threads share a unit's output channels, its
+ * sums changed with the rows each thread took: these have the same bits
+ * at any thread count. Pointwise layers keep OpenBLAS (their columns
+ * are the input in place, not packed). */
+#define ROWS_COLS 64
+
+static int rows_cols(const struct geom *g, int64_t cols)
+{
+	return !pointwise(g) && !skinny_cols(g, cols) && cols <= ROWS_COLS &&
+	       (cols + DL_ROWS_W - 1) / DL_ROWS_W * DL_ROWS_W <= g->OC;
+}
+
 /* Where a unit's transposed columns go in its slot */
 static float *skinny_bt(const struct geom *g, float *slot, int64_t K, int64_t cols)
 {
@@ -2270,7 +2290,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 			float *yt = un.yt;
 			const float *B = xg + oh0 * g->OW;
 			int64_t ldb = P;
-			int skinny = skinny_cols(g, cols);
+			int skinny = skinny_cols(g, cols), by_rows = rows_cols(g, cols);
 			float *bt = skinny_bt(g, ws, K, cols);
 			if (!pw1 || skinny) {
 				for (int s = me; s < nt; s += team) {
@@ -2287,6 +2307,11 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 				B = ws;
 				ldb = cols;
 			}
+			/* each thread's panels: after the columns in slot 0, at
+			 * the start of the others */
+			float *pan = me == 0 ? ws + K * cols : ws + me * slot_floats(g);
+			if (by_rows)
+				dl_sgemm_rows_pack(pan, 0, B, (int)ldb, (int)cols, (int)K);
 			for (int s = me; s < nt; s += team) {
 				int64_t lo, hi;
 				part_of(OCg, nt, s, &lo, &hi);
@@ -2297,6 +2322,9 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 					dl_sgemm_skinny((int)(hi - lo), (int)cols, (int)K,
 							w + (gi * OCg + lo) * K, (int)K, bt,
 							(int)K, yp, (int)P);
+				else if (by_rows)
+					dl_sgemm_rows((int)(hi - lo), (int)cols, (int)K,
+						      w + (gi * OCg + lo) * K, (int)K, pan, yp, (int)P);
 				else
 					dl_sgemm(0, 0, (int)(hi - lo), (int)cols, (int)K, 1.0f,
 						 w + (gi * OCg + lo) * K, (int)K, B, (int)ldb, 0.0f,
@@ -2384,7 +2412,13 @@ static void conv_forward(float *y, const float *x, const float *w,
 	int64_t rows = pw1 ? (P < 4096 ? g->OH : (4096 + g->OW - 1) / g->OW) : tile_of(g);
 	if (rows > g->OH)
 		rows = g->OH;
-	int64_t tiles = (g->OH + rows - 1) / rows, units = g->N * g->G * tiles;
+	int64_t tiles = (g->OH + rows - 1) / rows;
+	/* the same tiles, evened out: resnet18's layer4 at 224x224 (7 rows of
+	 * 4608-float columns, 6 to a tile) ran as tiles of 6 rows and 1, a
+	 * unit per thread at batch 1, so one thread did 6/7 of the layer */
+	if (tiles > 0)
+		rows = (g->OH + tiles - 1) / tiles;
+	int64_t units = g->N * g->G * tiles;
 	struct win wn = conv_win(g);
 	if (pw_group(g) && !shared_units(units, nt)) {
 		pw_forward_batched(y, x, w, b, ws, g, nt < g->N ? nt : (int)g->N, e, res);
@@ -2418,6 +2452,11 @@ static void conv_forward(float *y, const float *x, const float *w,
 			col_transpose(bt, B, K, cols, 0, K);
 			dl_sgemm_skinny((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K,
 					bt, (int)K, yt, (int)P);
+		} else if (rows_cols(g, cols)) {
+			float *pan = ws + thread_id() * slot + K * cols;
+			dl_sgemm_rows_pack(pan, 0, B, (int)ldb, (int)cols, (int)K);
+			dl_sgemm_rows((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K, pan, yt,
+				      (int)P);
 		} else
 			dl_sgemm(0, 0, (int)OCg, (int)cols, (int)K, 1.0f, w + gi * OCg * K,
 				 (int)K, B, (int)ldb, 0.0f, yt, (int)P);

@@ -2,7 +2,8 @@
  * nx products C[xi] [M, N] = A[xi] [M, K] x Bt[xi] [N, K]^T (A the
  * transformed weights U[xi], Bt the transformed input V[xi], N the tiles
  * of a block), the shapes of resnet18 (224x224 at batch 1, and its
- * blocks of 56 and 64 tiles at batch 32) and densenet121's 3x3 layers.
+ * blocks of 56 and 64 tiles at batch 32) and densenet121's 3x3 layers;
+ * then im2col's products at batch 1, weights [M, K] times columns [K, N].
  * dlrun's side packs Bt for every product, as conv.c does. The best of
  * 30 runs of each, one thread, and the largest difference between them:
  *
@@ -44,20 +45,25 @@ static float *filled(int64_t n, unsigned seed)
 
 int main(void)
 {
-	static const struct { int M, K, N, nx; const char *what; } sh[] = {
-		{64, 64, 56, 36, "resnet18 layer1, F(4x4), 224 b1 and b32"},
-		{128, 128, 49, 36, "resnet18 layer2, F(4x4), 224 b1"},
-		{256, 256, 49, 16, "resnet18 layer3, F(2x2), 224 b1"},
-		{512, 512, 16, 16, "resnet18 layer4, F(2x2), 224 b1"},
-		{128, 128, 64, 36, "resnet18 layer2, F(4x4), 64 b32"},
-		{256, 256, 56, 16, "resnet18 layer3, F(2x2), 224 b32"},
-		{32, 128, 64, 36, "densenet121 3x3, F(4x4)"},
-		{32, 128, 16, 36, "densenet121 3x3, F(4x4), 16 tiles"},
+	static const struct { int M, K, N, nx, tb; const char *what; } sh[] = {
+		{64, 64, 56, 36, 1, "resnet18 layer1, F(4x4), 224 b1 and b32"},
+		{128, 128, 49, 36, 1, "resnet18 layer2, F(4x4), 224 b1"},
+		{256, 256, 49, 16, 1, "resnet18 layer3, F(2x2), 224 b1"},
+		{512, 512, 16, 16, 1, "resnet18 layer4, F(2x2), 224 b1"},
+		{128, 128, 64, 36, 1, "resnet18 layer2, F(4x4), 64 b32"},
+		{256, 256, 56, 16, 1, "resnet18 layer3, F(2x2), 224 b32"},
+		{32, 128, 64, 36, 1, "densenet121 3x3, F(4x4)"},
+		{32, 128, 16, 36, 1, "densenet121 3x3, F(4x4), 16 tiles"},
+		{512, 4608, 49, 1, 0, "im2col: resnet18 layer4 3x3, 224 b1"},
+		{512, 2304, 49, 1, 0, "im2col: resnet18 layer4.0.conv1 (stride 2), 224 b1"},
+		{256, 1152, 196, 1, 0, "im2col: resnet18 layer3.0.conv1 (stride 2), 224 b1"},
+		{128, 576, 784, 1, 0, "im2col: resnet18 layer2.0.conv1 (stride 2), 224 b1"},
+		{64, 147, 1792, 1, 0, "im2col: resnet18 conv1 (7x7 stride 2), 16 rows"},
 	};
 	printf("| M | K | N | products | shape | OpenBLAS ms | dl_sgemm_rows ms | ratio | max diff |\n");
 	printf("| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
 	for (size_t s = 0; s < sizeof sh / sizeof *sh; s++) {
-		int M = sh[s].M, K = sh[s].K, N = sh[s].N, nx = sh[s].nx;
+		int M = sh[s].M, K = sh[s].K, N = sh[s].N, nx = sh[s].nx, tb = sh[s].tb;
 		float *A = filled((int64_t)nx * M * K, 2 * (unsigned)s + 1);
 		float *B = filled((int64_t)nx * N * K, 2 * (unsigned)s + 2);
 		float *C1 = filled((int64_t)nx * M * N, 0), *C2 = filled((int64_t)nx * M * N, 0);
@@ -66,12 +72,13 @@ int main(void)
 		for (int rep = 0; rep < 30; rep++) {
 			double t0 = now_ms();
 			for (int x = 0; x < nx; x++)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f,
-					    A + (int64_t)x * M * K, K, B + (int64_t)x * N * K, K, 0.0f,
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+					    M, N, K, 1.0f, A + (int64_t)x * M * K, K,
+					    B + (int64_t)x * N * K, tb ? K : N, 0.0f,
 					    C1 + (int64_t)x * M * N, N);
 			double t1 = now_ms();
 			for (int x = 0; x < nx; x++) {
-				dl_sgemm_rows_pack(P, B + (int64_t)x * N * K, K, N, K);
+				dl_sgemm_rows_pack(P, tb, B + (int64_t)x * N * K, tb ? K : N, N, K);
 				dl_sgemm_rows(M, N, K, A + (int64_t)x * M * K, K, P,
 					      C2 + (int64_t)x * M * N, N);
 			}
