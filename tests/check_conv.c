@@ -825,8 +825,8 @@ END_TEST
  * through dl_sgemm_rows: each output exactly the fmaf chain over the
  * columns' rows (input channel, kernel row, kernel column) from zero,
  * then the bias. Batch 3 and 1 (a unit shared by two threads there), 1
- * and 2 threads, 42 and 63 columns, K of 171 and 555 (three of
- * dl_sgemm_rows's blocks of k), odd output channels. */
+ * and 2 threads, 42, 49 and 63 columns, K of 40, 171 and 555 (three of
+ * dl_sgemm_rows's blocks of k), odd output channels, a pointwise layer. */
 START_TEST(test_conv_rows_exact)
 {
 	static const struct {
@@ -838,6 +838,8 @@ START_TEST(test_conv_rows_exact)
 		{"out_channels: 64, kernel_size: [3, 5], padding: [1, 2]", {2, 37, 7, 9}, 3, 5, 1, 1, 2},
 		{"out_channels: 64, kernel_size: [3, 5], padding: [1, 2]", {1, 37, 7, 9}, 3, 5, 1, 1, 2},
 		{"out_channels: 53, kernel_size: 3, stride: 2, padding: 1", {1, 19, 13, 11}, 3, 3, 2, 1, 1},
+		/* pointwise at batch 1 on a 7x7 plane: its input in place */
+		{"out_channels: 70, kernel_size: 1", {1, 40, 7, 7}, 1, 1, 1, 0, 0},
 	};
 	int keep = dl_threads();
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)

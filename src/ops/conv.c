@@ -2238,25 +2238,27 @@ static int skinny_cols(const struct geom *g, int64_t cols)
 /* Units of up to ROWS_COLS columns that are not skinny (resnet18's
  * layer4 at 224x224 input, 7x7 = 49 columns of 2304 or 4608 rows, batch
  * 1; layer2's stride-2 layer at 64x64, 64 columns) multiply through
- * dl_sgemm_rows: its panels of columns after the columns in the slot
- * (which has the weights' size again, for backward: hence the columns
- * rounded to a panel at most OC), the weights read in place. OpenBLAS
- * packed all of the weights for those columns (tools/bench/gemm_rows.c:
- * dl_sgemm_rows takes 0.88 to 0.96 of its time, its packing included),
- * and at batch 1, where the threads share a unit's output channels, its
- * sums changed with the rows each thread took: these have the same bits
- * at any thread count. Pointwise layers keep OpenBLAS (their columns
- * are the input in place, not packed). */
+ * dl_sgemm_rows (pointwise layers too: mobilenet_v2's and
+ * efficientnet_b0's at 7x7, batch 1): its panels of columns after the
+ * columns in the slot (cols_end; the slot has the weights' size again,
+ * for backward: hence the columns rounded to a panel at most OC), the
+ * weights read in place. OpenBLAS packed all of the weights for those
+ * columns (tools/bench/gemm_rows.c: dl_sgemm_rows takes 0.88 to 0.96 of
+ * its time, its packing included), and at batch 1, where the threads
+ * share a unit's output channels, its sums changed with the rows each
+ * thread took: these have the same bits at any thread count. */
 #define ROWS_COLS 64
 
 static int rows_cols(const struct geom *g, int64_t cols)
 {
-	return !pointwise(g) && !skinny_cols(g, cols) && cols <= ROWS_COLS &&
+	return !skinny_cols(g, cols) && cols <= ROWS_COLS &&
 	       (cols + DL_ROWS_W - 1) / DL_ROWS_W * DL_ROWS_W <= g->OC;
 }
 
-/* Where a unit's transposed columns go in its slot */
-static float *skinny_bt(const struct geom *g, float *slot, int64_t K, int64_t cols)
+/* Where a unit's columns end in its slot: a pointwise layer's are its
+ * input, in place, so its slot's start. Its transposed columns for
+ * dl_sgemm_skinny, or its panels for dl_sgemm_rows, go there. */
+static float *cols_end(const struct geom *g, float *slot, int64_t K, int64_t cols)
 {
 	return pointwise(g) ? slot : slot + K * cols;
 }
@@ -2291,7 +2293,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 			const float *B = xg + oh0 * g->OW;
 			int64_t ldb = P;
 			int skinny = skinny_cols(g, cols), by_rows = rows_cols(g, cols);
-			float *bt = skinny_bt(g, ws, K, cols);
+			float *bt = cols_end(g, ws, K, cols);
 			if (!pw1 || skinny) {
 				for (int s = me; s < nt; s += team) {
 					int64_t lo, hi;
@@ -2309,7 +2311,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 			}
 			/* each thread's panels: after the columns in slot 0, at
 			 * the start of the others */
-			float *pan = me == 0 ? ws + K * cols : ws + me * slot_floats(g);
+			float *pan = me == 0 ? cols_end(g, ws, K, cols) : ws + me * slot_floats(g);
 			if (by_rows)
 				dl_sgemm_rows_pack(pan, 0, B, (int)ldb, (int)cols, (int)K);
 			for (int s = me; s < nt; s += team) {
@@ -2335,8 +2337,9 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 					dl_epilogue_row(e, yt + o * P, res ? res + (yt - y) + o * P : NULL,
 							gi * OCg + o, cols);
 			}
-			/* the next unit's im2col overwrites the columns */
-			if ((!pw1 || skinny) && u + 1 < units) {
+			/* the next unit's im2col overwrites the columns (and
+			 * its transposed columns, thread 0's panels) */
+			if ((!pw1 || skinny || by_rows) && u + 1 < units) {
 				#pragma omp barrier
 			}
 		}
@@ -2448,12 +2451,12 @@ static void conv_forward(float *y, const float *x, const float *w,
 			ldb = cols;
 		}
 		if (skinny_cols(g, cols)) {
-			float *bt = skinny_bt(g, ws + thread_id() * slot, K, cols);
+			float *bt = cols_end(g, ws + thread_id() * slot, K, cols);
 			col_transpose(bt, B, K, cols, 0, K);
 			dl_sgemm_skinny((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K,
 					bt, (int)K, yt, (int)P);
 		} else if (rows_cols(g, cols)) {
-			float *pan = ws + thread_id() * slot + K * cols;
+			float *pan = cols_end(g, ws + thread_id() * slot, K, cols);
 			dl_sgemm_rows_pack(pan, 0, B, (int)ldb, (int)cols, (int)K);
 			dl_sgemm_rows((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K, pan, yt,
 				      (int)P);
