@@ -2006,10 +2006,10 @@ DL_CLONES static void wino_output4(float *restrict y, float *restrict out,
  * dl_sgemm_rows, whose sums do not depend on the rows asked for: the
  * threads sharing a batch-1 layer each compute their own output
  * channels (wino_forward_shared) and get the bits of one thread. At the
- * Winograd shapes it runs at OpenBLAS's speed or better, packing
- * included (tools/bench/gemm_rows.c; [512, 512] x [512, 16], resnet18's
- * layer4 at batch 1, in 0.68 of its time: OpenBLAS packs all of U[xi]
- * for 16 columns). */
+ * Winograd shapes it takes 0.64 to 0.95 of OpenBLAS's time, packing
+ * included (tools/bench/gemm_rows.c, RESULTS.md; the least at [512, 512]
+ * x [512, 16], resnet18's layer4 at batch 1, where OpenBLAS packs all of
+ * U[xi] for 16 columns). */
 static void wino_gemm(float *M, const float *U, const float *V, float *P,
 		      const struct geom *g, const struct wino *p, int64_t gi, int64_t xi,
 		      int64_t tiles, int64_t lo, int64_t hi)
@@ -2091,12 +2091,10 @@ static void wino_forward_shared(float *y, const float *x, const float *U,
 		float *out = rt + wino_pad_floats(&p), *P = out + wino_out_floats(&p);
 		int64_t lo, hi;
 		part_of(OCg, team, me, &lo, &hi);
-		for (int64_t u = 0; u < units; u++) {
+		for (int64_t u = 0; u < units && lo < hi; u++) {
 			int64_t gi = u / blocks, bl = u % blocks;
 			int64_t r0 = bl * p.rows, r1 = r0 + p.rows < R ? r0 + p.rows : R;
 			int64_t tiles = (r1 - r0) * p.TW;
-			if (lo >= hi)
-				break;
 			wino_unit_input(V, pad, rt, x, g, &p, gi, r0, r1, 0, Cg);
 			for (int64_t xi = 0; xi < p.nx; xi++)
 				wino_gemm(M, U, V, P, g, &p, gi, xi, tiles, lo, hi);
@@ -2243,8 +2241,9 @@ static int skinny_cols(const struct geom *g, int64_t cols)
  * columns in the slot (cols_end; the slot has the weights' size again,
  * for backward: hence the columns rounded to a panel at most OC), the
  * weights read in place. OpenBLAS packed all of the weights for those
- * columns (tools/bench/gemm_rows.c: dl_sgemm_rows takes 0.88 to 0.96 of
- * its time, its packing included), and at batch 1, where the threads
+ * columns (tools/bench/gemm_rows.c: dl_sgemm_rows takes 0.98 and 0.99
+ * of its time at 49 columns, its packing included; 1.02 and more from
+ * 196 columns, hence ROWS_COLS), and at batch 1, where the threads
  * share a unit's output channels, its sums changed with the rows each
  * thread took: these have the same bits at any thread count. */
 #define ROWS_COLS 64
@@ -2279,7 +2278,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 				int64_t units)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW;
+	int64_t P = g->OH * g->OW, slot = slot_floats(g);
 	int pw1 = pointwise(g);
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
@@ -2311,7 +2310,7 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
 			}
 			/* each thread's panels: after the columns in slot 0, at
 			 * the start of the others */
-			float *pan = me == 0 ? cols_end(g, ws, K, cols) : ws + me * slot_floats(g);
+			float *pan = me == 0 ? cols_end(g, ws, K, cols) : ws + me * slot;
 			if (by_rows)
 				dl_sgemm_rows_pack(pan, 0, B, (int)ldb, (int)cols, (int)K);
 			for (int s = me; s < nt; s += team) {
