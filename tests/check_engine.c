@@ -549,6 +549,47 @@ START_TEST(gemm_rows_exact_chains)
 }
 END_TEST
 
+/* dl_sgemm_rows past one block of k (256) and one block of columns
+ * (256): K 555 (three blocks, the later two going on from C), N 261 (a
+ * second block of 5 columns), M 21 (tiles of 16, 4 and 1, and of 6 and
+ * 1 in AVX2): still exactly the fmaf chains, at each kernel level. */
+START_TEST(gemm_rows_blocks)
+{
+	enum { M = 21, N = 261, K = 555, PAD = 3 };
+	float *A = malloc((size_t)M * (K + PAD) * sizeof(float));
+	float *Bt = malloc((size_t)N * (K + PAD) * sizeof(float));
+	float *C = malloc((size_t)M * N * sizeof(float));
+	float *P = malloc((size_t)dl_sgemm_rows_floats(N, K) * sizeof(float));
+	ck_assert(A && Bt && C && P);
+	struct dl_rng r;
+	dl_rng_seed(&r, 31);
+	for (int i = 0; i < M * (K + PAD); i++)
+		A[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < N * (K + PAD); i++)
+		Bt[i] = (float)dl_rng_normal(&r);
+	for (int lv = 2; lv >= 0; lv--) {
+		if (dl_sgemm_rows_kernels(lv) != lv)
+			continue;   /* not on this CPU */
+		dl_sgemm_rows_pack(P, 1, Bt, K + PAD, N, K);
+		dl_sgemm_rows(M, N, K, A, K + PAD, P, C, N);
+		for (int m = 0; m < M; m++)
+			for (int n = 0; n < N; n++) {
+				float e = 0.0f;
+				for (int k = 0; k < K; k++)
+					e = fmaf(A[m * (K + PAD) + k], Bt[n * (K + PAD) + k], e);
+				ck_assert_msg(memcmp(&e, &C[m * N + n], sizeof e) == 0,
+					      "kernels %d: C[%d, %d] %.9g, the chain %.9g", lv, m, n,
+					      C[m * N + n], e);
+			}
+	}
+	dl_sgemm_rows_kernels(-1);
+	free(A);
+	free(Bt);
+	free(C);
+	free(P);
+}
+END_TEST
+
 /* dl_epilogue_lanes (channels in vector lanes: the depthwise forward's
  * fused epilogue) gives the bits of dl_epilogue_row on the same values
  * (fuse.h says so), for each kind of epilogue without a residual, a
@@ -699,6 +740,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, epilogue_lanes_match_rows);
 	tcase_add_test(tc, gemm_skinny_matches_reference);
 	tcase_add_test(tc, gemm_rows_exact_chains);
+	tcase_add_test(tc, gemm_rows_blocks);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;
