@@ -13,6 +13,7 @@
 #include "dlrun.h"
 #include "engine/graph.h"
 #include "engine/threads.h"
+#include "engine/xwt.h"
 #include "model/model.h"
 #include "ops/registry.h"
 #include "train/step.h"
@@ -29,6 +30,10 @@ struct dlrun_model {
 	size_t *out_cap;
 
 	int training;              /* dlrun_train_begin succeeded */
+	struct dl_xwt_set *xwt;    /* weights packed by dlrun_run (as dlrun
+	                            * infer packs them, so both give the same
+	                            * bits); put back into rows before a
+	                            * training step or a save */
 	int planned_train;         /* the plan in place is a training one */
 	struct dl_step step;
 	struct dl_optim opt;
@@ -101,6 +106,7 @@ void dlrun_close(dlrun_model *m)
 	free(m->in_ptr);
 	free(m->ranges);
 	dl_optim_free(&m->opt);
+	dl_xwt_set_free(m->xwt);
 	dl_graph_free(m->g);
 	free(m->weights);
 	free(m);
@@ -285,7 +291,10 @@ int dlrun_run(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 					  out[k].capacity);
 	}
 	if (rc == 0) {
-		struct dl_ctx ctx = {.train = 0, .rng = &m->rng, .threads = dl_threads()};
+		if (!m->xwt)
+			m->xwt = dl_xwt_set_new(g);
+		struct dl_ctx ctx = {.train = 0, .rng = &m->rng, .threads = dl_threads(),
+				      .xwt = m->xwt};
 		dl_graph_forward(g, m->in_ptr, &ctx);
 		for (int k = 0; rc == 0 && k < n_out; k++) {
 			const struct dl_value *v = &g->values[g->outputs[k]];
@@ -424,6 +433,8 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 		b.targets = labels->data;
 	}
 	double l = 0;
+	if (rc == 0 && dl_xwt_restore(m->xwt) != 0)
+		rc = dl_error_set(&err, DL_ERUN, "out of memory");
 	if (rc == 0) {
 		struct dl_ctx ctx = {.train = 1, .rng = &m->rng, .threads = dl_threads()};
 		rc = dl_train_step(&m->step, &b, m->lr, m->steps + 1, &ctx, &l, &err);
@@ -447,6 +458,8 @@ int dlrun_save_weights(dlrun_model *m, const char *path, struct dlrun_error *e)
 		return fail(e, DLRUN_EINPUT, "%s: the model has symbolic sizes: run one batch "
 			    "(dlrun_run) before saving its weights", m->g->file);
 	struct dl_error err = {0};
+	if (dl_xwt_restore(m->xwt) != 0)
+		return fail(e, DLRUN_ERUN, "%s: out of memory", m->g->file);
 	if (dl_model_save_weights(m->g, path, NULL, 0, &err) != 0)
 		return api_error(e, &err);
 	ok(e);

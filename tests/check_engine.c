@@ -12,6 +12,9 @@
 #include "model/model.h"
 #include "engine/fuse.h"
 #include "engine/gemm.h"
+#include "engine/graph.h"
+#include "engine/threads.h"
+#include "engine/xwt.h"
 #include "model/yamlutil.h"
 
 static char *write_model(const char *text)
@@ -549,6 +552,141 @@ START_TEST(gemm_rows_exact_chains)
 }
 END_TEST
 
+/* y = x W^T on packed weights (engine/xwt.h). W [O, I]: O a partial
+ * panel alone, whole panels, and both (5, 16, 37, 301); I short, past
+ * one k block, and a multiple of 512 (dl_sgemm_rows copies such rows'
+ * tiles); M from 1 to 35 rows (1 to 3 take four panels at once), in
+ * one set, so the first call packs and the others read the panels;
+ * x's rows 3 floats longer than I but for I 512. With AVX-512 every output is the
+ * fmaf chain over i, bit for bit, at 1 and 2 threads (301 x 512 x 35
+ * is shared among them) and on the AVX2 kernels after packing, W's
+ * storage changed and back to its rows after dl_xwt_restore, then
+ * packed again. Elsewhere nothing is packed: OpenBLAS, within 1e-5. */
+static void xwt_check(const float *y, const float *x, int ldx, const float *W, int M,
+		      int I, int O, int exact, const char *what)
+{
+	for (int m = 0; m < M; m++)
+		for (int o = 0; o < O; o++) {
+			float e = 0.0f, s = 0.0f;
+			for (int i = 0; i < I; i++) {
+				e = fmaf(x[m * ldx + i], W[o * I + i], e);
+				s += fabsf(x[m * ldx + i] * W[o * I + i]);
+			}
+			float got = y[m * O + o];
+			if (exact)
+				ck_assert_msg(memcmp(&e, &got, sizeof e) == 0,
+					      "%s: M %d I %d O %d: y[%d, %d] %.9g, the chain %.9g", what,
+					      M, I, O, m, o, got, e);
+			else
+				ck_assert_msg(fabsf(got - e) <= 1e-5f * s + 1e-30f,
+					      "%s: M %d I %d O %d: y[%d, %d] %.9g, the chain %.9g", what,
+					      M, I, O, m, o, got, e);
+		}
+}
+
+START_TEST(xwt_packed_chains)
+{
+	static const int Os[] = {5, 16, 37, 301}, Is[] = {3, 300, 512}, Ms[] = {1, 2, 3, 6, 21, 35};
+	enum { MAXO = 301, MAXI = 512, MAXM = 35, LDX = MAXI + 3 };
+	static float W[MAXO * MAXI], W0[MAXO * MAXI], x[MAXM * LDX], y[MAXM * MAXO],
+		y0[MAXM * MAXO];
+	struct dl_graph g;
+	memset(&g, 0, sizeof g);   /* no parameters: nothing tied */
+	struct dl_rng r;
+	dl_rng_seed(&r, 31);
+	int keep = dl_threads(), avx512 = dl_sgemm_rows_level() == 2;
+	for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	for (int threads = 1; threads <= 2; threads++) {
+		dl_set_threads(threads);
+		if (threads > 1)
+			dl_threads_pin(threads);
+		for (int oi = 0; oi < 4; oi++)
+			for (int ii = 0; ii < 3; ii++) {
+				/* rows 512 apart: copied tiles (with 128+ columns) */
+				int O = Os[oi], I = Is[ii], ldx = I == 512 ? I : I + 3;
+				for (int i = 0; i < O * I; i++)
+					W[i] = W0[i] = (float)dl_rng_normal(&r);
+				struct dl_xwt_set *set = dl_xwt_set_new(&g);
+				ck_assert(set != NULL);
+				for (int mi = 0; mi < 6; mi++) {
+					int M = Ms[mi];
+					for (int i = 0; i < M * O; i++)
+						y[i] = NAN;
+					dl_xwt(set, y, x, ldx, M, I, W, O);
+					xwt_check(y, x, ldx, W0, M, I, O, avx512, "packed");
+				}
+				ck_assert_int_eq(dl_xwt_packed(set), avx512);
+				if (avx512 && O >= DL_ROWS_W)
+					ck_assert_msg(memcmp(W, W0, (size_t)O * I * sizeof *W) != 0,
+						      "O %d I %d: W not packed in place", O, I);
+				if (avx512) {
+					/* packed, then on the AVX2 kernels: the same bits */
+					dl_xwt(set, y0, x, ldx, MAXM, I, W, O);
+					ck_assert(dl_sgemm_rows_kernels(1) == 1);
+					dl_xwt(set, y, x, ldx, MAXM, I, W, O);
+					dl_sgemm_rows_kernels(-1);
+					ck_assert(memcmp(y, y0, (size_t)MAXM * O * sizeof *y) == 0);
+				}
+				ck_assert_int_eq(dl_xwt_restore(set), 0);
+				ck_assert_int_eq(dl_xwt_packed(set), 0);
+				ck_assert_msg(memcmp(W, W0, (size_t)O * I * sizeof *W) == 0,
+					      "O %d I %d: W's rows not restored", O, I);
+				dl_xwt(set, y, x, ldx, MAXM, I, W, O);
+				xwt_check(y, x, ldx, W0, MAXM, I, O, avx512, "packed again");
+				dl_xwt_set_free(set);
+			}
+	}
+	dl_set_threads(keep);
+}
+END_TEST
+
+/* A weight whose storage a tied parameter shares (share:, a shared
+ * repeat) stays rows; an untied one beside it is packed. */
+START_TEST(xwt_tied_rows)
+{
+	enum { O = 40, I = 24, M = 5 };
+	static float W[O * I], W0[O * I], V[O * I], x[M * I], y[M * O];
+	struct dl_rng r;
+	dl_rng_seed(&r, 37);
+	for (int i = 0; i < O * I; i++) {
+		W[i] = W0[i] = (float)dl_rng_normal(&r);
+		V[i] = (float)dl_rng_normal(&r);
+	}
+	for (int i = 0; i < M * I; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	int64_t d[2] = {O, I};
+	struct dl_param p[3];
+	memset(p, 0, sizeof p);
+	for (int k = 0; k < 3; k++)
+		p[k].shape = dl_shape_make(2, d);
+	p[0].data = W;          /* the owner */
+	p[1].data = W;          /* tied to it */
+	p[1].tie = &p[0];
+	p[2].data = V;          /* a weight of its own */
+	struct dl_node nodes[3];
+	memset(nodes, 0, sizeof nodes);
+	for (int k = 0; k < 3; k++) {
+		nodes[k].n_params = 1;
+		nodes[k].params = &p[k];
+	}
+	struct dl_graph g;
+	memset(&g, 0, sizeof g);
+	g.n_nodes = 3;
+	g.nodes = nodes;
+	struct dl_xwt_set *set = dl_xwt_set_new(&g);
+	ck_assert(set != NULL);
+	dl_xwt(set, y, x, I, M, I, W + 2 * I, O - 2);   /* a view inside the tied tensor */
+	dl_xwt(set, y, x, I, M, I, W, O);
+	xwt_check(y, x, I, W0, M, I, O, 0, "tied");
+	ck_assert_msg(memcmp(W, W0, sizeof W) == 0, "the tied weight was rearranged");
+	ck_assert_int_eq(dl_xwt_packed(set), 0);
+	dl_xwt(set, y, x, I, M, I, V, O);
+	ck_assert_int_eq(dl_xwt_packed(set), dl_sgemm_rows_level() == 2);
+	dl_xwt_set_free(set);
+}
+END_TEST
+
 /* dl_sgemm_rows past one block of k (256) and one block of columns
  * (256): K 555 (three blocks, the later two going on from C), N 261 (a
  * second block of 5 columns), M 21 (tiles of 16, 4 and 1, and of 6 and
@@ -741,6 +879,8 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, gemm_skinny_matches_reference);
 	tcase_add_test(tc, gemm_rows_exact_chains);
 	tcase_add_test(tc, gemm_rows_blocks);
+	tcase_add_test(tc, xwt_packed_chains);
+	tcase_add_test(tc, xwt_tied_rows);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;

@@ -85,6 +85,29 @@ static int split_of(int M, int N, int K, int *by_rows, int *step)
 	return 1;
 }
 
+/* dl_sgemm_rows on N columns of whole panels, cut into blocks of panels
+ * by split_of's rule (columns only: the panels are B's) and shared
+ * among the threads. Any cut gives the same bits. */
+void dl_sgemm_rows_shared(int M, int N, int K, const float *A, int lda, const float *P,
+			  float *C, int ldc)
+{
+	int by_rows, step;
+	int blocks = split_of(M, N, K, &by_rows, &step);
+	if (blocks <= 1 || N < 2 * DL_ROWS_W) {
+		dl_sgemm_rows(M, N, K, A, lda, P, C, ldc);
+		return;
+	}
+	int T = dl_threads(), panels = (N + DL_ROWS_W - 1) / DL_ROWS_W;
+	int per = (panels + T - 1) / T;
+	blocks = (panels + per - 1) / per;
+	int team = dl_threads_used() < blocks ? dl_threads_used() : blocks;
+#pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
+	for (int b = 0; b < blocks; b++) {
+		int lo = b * per * DL_ROWS_W, n = N - lo < per * DL_ROWS_W ? N - lo : per * DL_ROWS_W;
+		dl_sgemm_rows(M, n, K, A, lda, P + (int64_t)lo * K, C + lo, ldc);
+	}
+}
+
 int dl_sgemm_blocks(int M, int N, int K)
 {
 	int by_rows, step;

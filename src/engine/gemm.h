@@ -48,6 +48,13 @@ int64_t dl_sgemm_rows_floats(int N, int K);
 void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K);
 void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P, float *C,
 		   int ldc);
+/* dl_sgemm_rows shared among the threads by blocks of panels, as
+ * dl_sgemm shares its products (not inside a parallel region, nor while
+ * dl_sgemm_whole is on, nor below its size): the same bits. */
+void dl_sgemm_rows_shared(int M, int N, int K, const float *A, int lda, const float *P,
+			  float *C, int ldc);
+/* The kernels dl_sgemm_rows uses now: 2 AVX-512, 1 AVX2, 0 plain. */
+int dl_sgemm_rows_level(void);
 /* For the tests: use the kernels of level `want` (0 plain, 1 AVX2, 2
  * AVX-512) or the best below it that this CPU has; -1 the CPU's best.
  * Returns the level now used. */

@@ -147,13 +147,51 @@ ZKER(z8, __m256, _mm256_setzero_ps, __mmask8, _mm256_maskz_loadu_ps, _mm256_load
 ZKER(z4, __m128, _mm_setzero_ps, __mmask8, _mm_maskz_loadu_ps, _mm_loadu_ps,
      _mm_fmadd_ps, _mm_set1_ps, _mm_mask_storeu_ps)
 
+/* Fewer than 4 rows: R rows (1 to 3) times four whole panels at once,
+ * so 4 R chains are in flight, not R (one chain waits out the FMA's
+ * latency at every k). Panels pstride floats apart. */
+T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, int K,
+		 float *C, int64_t ldc, const int R, int more)
+{
+	__m512 c[3][4];
+#pragma GCC unroll 3
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++)
+			c[r][j] = more ? _mm512_loadu_ps(C + r * ldc + 16 * j) : _mm512_setzero_ps();
+	for (int k = 0; k < K; k++) {
+		__m512 b[4];
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++)
+			b[j] = _mm512_loadu_ps(p + j * pstride + (int64_t)k * DL_ROWS_W);
+#pragma GCC unroll 3
+		for (int r = 0; r < R; r++) {
+			__m512 a = _mm512_set1_ps(A[r * lda + k]);
+#pragma GCC unroll 4
+			for (int j = 0; j < 4; j++)
+				c[r][j] = _mm512_fmadd_ps(a, b[j], c[r][j]);
+		}
+	}
+#pragma GCC unroll 3
+	for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+		for (int j = 0; j < 4; j++)
+			_mm512_storeu_ps(C + r * ldc + 16 * j, c[r][j]);
+}
+
 /* One A tile of R rows against every panel: the narrowest vector that
  * holds a panel's columns (a 49-column product's last column costs a
- * quarter of a full panel, not all of it). */
+ * quarter of a full panel, not all of it). Below 4 rows, whole panels
+ * go four at a time. */
 T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, int k0,
 		       int kc, float *C, int64_t ldc, int N, const int R)
 {
-	for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
+	int n0 = 0;
+	if (R < 4)
+		for (; n0 + 4 * DL_ROWS_W <= N; n0 += 4 * DL_ROWS_W)
+			zq(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
+			   C + n0, ldc, R, k0 > 0);
+	for (; n0 < N; n0 += DL_ROWS_W) {
 		const float *p = P + n0 * K + (int64_t)k0 * DL_ROWS_W;
 		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 		if (nw > 8)
@@ -165,23 +203,46 @@ T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, i
 	}
 }
 
+/* Column blocks outermost, then k: a block's partial sums (the rows by
+ * NC columns) stay in L2 from one k block to the next (an LM head's
+ * [128, 50257] output went through memory once per k block before).
+ * A tile of 16 rows whose rows are a multiple of 2 KiB apart (a [T,
+ * 3072] input) would fall into two of L1's 64 sets and evict itself:
+ * it is copied to a buffer first (2x the time without). */
 T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const float *P,
 			     float *C, int ldc)
 {
-	for (int k0 = 0; k0 < K; k0 += KC) {
-		int kc = K - k0 < KC ? K - k0 : KC;
-		for (int n0 = 0; n0 < N; n0 += NC) {
-			const float *p = P + (int64_t)n0 * K;
-			int nc = N - n0 < NC ? N - n0 : NC, m = 0;
-			for (; m + 16 <= M; m += 16)
-				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
-					 C + (int64_t)m * ldc + n0, ldc, nc, 16);
+	float tile[16 * (KC + 16)] __attribute__((aligned(64)));
+	for (int n0 = 0; n0 < N; n0 += NC) {
+		const float *p = P + (int64_t)n0 * K;
+		int nc = N - n0 < NC ? N - n0 : NC;
+		int copy = lda % 512 == 0 && nc >= 8 * DL_ROWS_W;
+		for (int k0 = 0; k0 < K; k0 += KC) {
+			int kc = K - k0 < KC ? K - k0 : KC, m = 0;
+			for (; m + 16 <= M; m += 16) {
+				const float *a = A + (int64_t)m * lda + k0;
+				if (copy) {
+					for (int r = 0; r < 16; r++)
+						memcpy(tile + r * (KC + 16), a + (int64_t)r * lda,
+						       (size_t)kc * sizeof *tile);
+					z_panels(tile, KC + 16, p, K, k0, kc, C + (int64_t)m * ldc + n0,
+						 ldc, nc, 16);
+				} else {
+					z_panels(a, lda, p, K, k0, kc, C + (int64_t)m * ldc + n0,
+						 ldc, nc, 16);
+				}
+			}
 			for (; m + 4 <= M; m += 4)
 				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
 					 C + (int64_t)m * ldc + n0, ldc, nc, 4);
-			for (; m < M; m++)
-				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
-					 C + (int64_t)m * ldc + n0, ldc, nc, 1);
+			const float *a = A + (int64_t)m * lda + k0;
+			float *c = C + (int64_t)m * ldc + n0;
+			if (M - m == 3)
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 3);
+			else if (M - m == 2)
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 2);
+			else if (M - m == 1)
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 1);
 		}
 	}
 }
@@ -264,6 +325,11 @@ static int rows_level(void)
 		__atomic_store_n(&level, l, __ATOMIC_RELAXED);
 	}
 	return l;
+}
+
+int dl_sgemm_rows_level(void)
+{
+	return rows_level();
 }
 
 int dl_sgemm_rows_kernels(int want)

@@ -99,6 +99,7 @@ struct dl_param {
 /* ---- nodes ---- */
 
 struct dl_op_desc;
+struct dl_xwt_set;
 
 /* One node of a composite's inner graph, as the composite's C code
  * describes it (transformer.c); node->build_sub makes it a node. */
@@ -177,7 +178,11 @@ struct dl_ctx {
 	                            * life of the graph (dlrun infer, dlrun
 	                            * bench without --train): an op may keep
 	                            * a transform of them in n->priv, made at
-	                            * its first call */	double *aux_loss;          /* training forward: ops with an auxiliary
+	                            * its first call */
+	struct dl_xwt_set *xwt;    /* with fixed_weights: the weights of
+	                            * y = x W^T products packed once
+	                            * (engine/xwt.h); NULL: dl_sgemm */
+	double *aux_loss;          /* training forward: ops with an auxiliary
 	                            * loss (mixture_of_experts' balance_loss)
 	                            * add its value here, and their backward
 	                            * adds its gradient; NULL: not wanted */

@@ -24,6 +24,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/xwt.h"
 #include "ops/attention.h"
 
 /* ---- hyperparameters: the masks, shared by both ops as a tail ---- */
@@ -679,11 +680,12 @@ static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 	return 0;
 }
 
-/* out[M, E] = x[M, I] W^T (W rows of ld I) + b */
-static void proj_fwd(float *out, const float *x, const float *W,
-		     const float *b, int M, int I, int E)
+/* out[M, E] = x[M, I] W^T (W rows of ld I) + b; with xwt (fixed
+ * weights, inference) W is packed once (engine/xwt.h) */
+static void proj_fwd(float *out, const float *x, float *W,
+		     const float *b, int M, int I, int E, struct dl_xwt_set *xwt)
 {
-	dl_sgemm(0, 1, M, E, I, 1.0f, x, I, W, I, 0.0f, out, E);
+	dl_xwt(xwt, out, x, I, M, I, W, E);
 	if (b)
 		for (int m = 0; m < M; m++)
 			for (int j = 0; j < E; j++)
@@ -827,13 +829,14 @@ static void mha_att(struct att *a, const struct dl_node *n,
 
 /* projections (and dconv) of the inputs, into w->x and w->c */
 static void mha_project(const struct dl_node *n, const struct mha_p *p,
-			const struct mha_dims *D, struct mha_ws *w)
+			const struct mha_dims *D, struct mha_ws *w,
+			struct dl_xwt_set *xwt)
 {
 	for (int t = 0; t < 3; t++) {
 		float *W, *b;
 		mha_wb(n, p, D, t, 0, &W, &b);
 		int T = t == 0 ? D->Tq : D->Tk;
-		proj_fwd(w->x[t], D->x[t]->data, W, b, D->N * T, D->I[t], D->E);
+		proj_fwd(w->x[t], D->x[t]->data, W, b, D->N * T, D->I[t], D->E, xwt);
 		if (D->w > 0)
 			dconv_fwd(w->c[t], w->x[t], n->params[p->dw[t]].data,
 				  p->db[t] >= 0 ? n->params[p->db[t]].data
@@ -895,12 +898,13 @@ static void mha_fwd(struct dl_node *n, const struct dl_tensor *in,
 	att_build(&a, &aw);
 	double pd = n->hp[MH_DROPOUT].f;
 	int drop = ctx->train && ctx->saved && pd > 0.0;
-	mha_project(n, &p, &D, &w);
+	struct dl_xwt_set *xwt = ctx->train ? NULL : ctx->xwt;
+	mha_project(n, &p, &D, &w, xwt);
 	int E = D.E;
 	mha_slices(n, &a, &aw, &D, &w, in, drop ? ctx->saved : NULL, ctx->rng,
 		   pd, NULL);
 	proj_fwd(out->data, w.o, n->params[p.ow].data,
-		 p.ob >= 0 ? n->params[p.ob].data : NULL, D.N * D.Tq, E, E);
+		 p.ob >= 0 ? n->params[p.ob].data : NULL, D.N * D.Tq, E, E, xwt);
 }
 
 static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
@@ -922,7 +926,7 @@ static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
 	double pd = n->hp[MH_DROPOUT].f;
 	int drop = ctx->train && ctx->saved && pd > 0.0;
 	int E = D.E;
-	mha_project(n, &p, &D, &w);
+	mha_project(n, &p, &D, &w, NULL);
 	/* dO = dout W_o needs no O: first, so that each slice's backward can
 	 * follow its forward (which recomputes O with the same dropout mask),
 	 * and out_proj's own gradients after, once O is whole */

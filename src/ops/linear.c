@@ -9,16 +9,19 @@
 #include "engine/gemm.h"
 #include "engine/fuse.h"
 #include "engine/op.h"
+#include "engine/xwt.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 
 /* ---- linear ---- */
 
-/* out[M, O] = inp[M, I] weight[O, I]^T + bias[O]; M = all leading dims */
-static void linear_forward(float *out, const float *inp, const float *weight,
-			   const float *bias, int M, int I, int O)
+/* out[M, O] = inp[M, I] weight[O, I]^T + bias[O]; M = all leading dims.
+ * With xwt (fixed weights) the weight is packed once (engine/xwt.h). */
+static void linear_forward(float *out, const float *inp, float *weight,
+			   const float *bias, int M, int I, int O,
+			   struct dl_xwt_set *xwt)
 {
-	dl_sgemm(0, 1, M, O, I, 1.0f, inp, I, weight, I, 0.0f, out, O);
+	dl_xwt(xwt, out, inp, I, M, I, weight, O);
 	if (!bias)
 		return;
 #pragma omp parallel for if ((int64_t)M * O > PAR_MIN)
@@ -123,7 +126,8 @@ static void linear_fwd(struct dl_node *n, const struct dl_tensor *in,
 	/* a fused epilogue (engine/fuse.c) adds the bias itself */
 	const struct dl_epilogue *e = ctx->train ? NULL : n->epi;
 	linear_forward(out->data, in[0].data, n->params[0].data,
-		       n->n_params > 1 && !e ? n->params[1].data : NULL, M, I, O);
+		       n->n_params > 1 && !e ? n->params[1].data : NULL, M, I, O,
+		       ctx->train ? NULL : ctx->xwt);
 	if (e)
 		dl_epilogue_cols(e, out->data, e->resp, M, O);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/gemm.h"
+#include "engine/xwt.h"
 #include "train/step.h"
 #include "verbs/verbs.h"
 
@@ -43,13 +44,14 @@ struct bench {
 	struct dl_optim opt;
 	struct dl_step step;  /* the training step, seeded with dout */
 	struct dl_rng rng;
+	struct dl_xwt_set *xwt;   /* packed weights (verb_xwt), not training */
 };
 
 /* One timed iteration: a forward pass, or forward + backward + step. */
 static int iterate(struct bench *B, struct dl_error *err)
 {
 	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads(),
-			      .fixed_weights = !B->train};
+			      .fixed_weights = !B->train, .xwt = B->xwt};
 	if (!B->train) {
 		dl_step_forward(&B->step, B->in, &ctx);
 		return 0;
@@ -77,6 +79,8 @@ static int setup(struct bench *B, struct dl_error *err)
 	struct dl_graph *g = B->g;
 	g->fuse = !B->train && verb_fuse();   /* the weights are fixed */
 	int rc = dl_graph_plan(g, B->train, err);
+	if (rc == 0 && !B->train)
+		B->xwt = verb_xwt(g);
 	if (rc == 0 && B->train)
 		rc = dl_graph_train_setup(g, err);
 	if (rc == 0 && B->train) {
@@ -110,6 +114,7 @@ static void free_bench(struct bench *B)
 	free(B->in);
 	free(B->dout);
 	dl_optim_free(&B->opt);
+	dl_xwt_set_free(B->xwt);
 	dl_graph_free(B->g);
 }
 

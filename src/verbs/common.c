@@ -10,6 +10,7 @@
 #include "engine/gemm.h"
 #include "engine/graph.h"
 #include "engine/threads.h"
+#include "engine/xwt.h"
 #include "model/yamlutil.h"
 #include "verbs/verbs.h"
 
@@ -238,4 +239,10 @@ int verb_fuse(void)
 {
 	const char *f = getenv("DLRUN_FUSE");
 	return !(f && strcmp(f, "0") == 0);
+}
+
+struct dl_xwt_set *verb_xwt(const struct dl_graph *g)
+{
+	const char *f = getenv("DLRUN_PACK");
+	return f && strcmp(f, "0") == 0 ? NULL : dl_xwt_set_new(g);
 }

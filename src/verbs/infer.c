@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/xwt.h"
 #include "io/atomic.h"
 #include "io/npy.h"
 #include "io/text.h"
@@ -49,6 +50,8 @@ struct infer {
 	int ignore_extra;           /* --ignore-extra */
 	const char *wflag;
 	struct dl_rng rng;
+	struct dl_xwt_set *xwt;     /* packed weights (verb_xwt), made at the
+	                             * first step */
 	/* --batch-size with one input: the array's data is read chunk by
 	 * chunk from its stream (memory bounded by the chunk), after its
 	 * header; outputs are still gathered whole, so a stream that breaks
@@ -366,8 +369,10 @@ static int run_step(struct infer *I, struct dl_error *err)
 			return rc;
 	}
 	int64_t step = I->batch > 0 && I->batch < n ? I->batch : n;
+	if (!I->xwt)
+		I->xwt = verb_xwt(g);
 	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads(),
-			      .fixed_weights = 1};
+			      .fixed_weights = 1, .xwt = I->xwt};
 	if (I->streamed && (rc = grow_floats(&I->in_data[0], &I->in_cap[0],
 					    step * dl_shape_prod(&I->in_shape[0], 1, I->in_shape[0].ndim),
 					    err)) != 0)
@@ -639,6 +644,7 @@ static void free_state(struct infer *I, int ok)
 	free(I->out_data);
 	free(I->out_cap);
 	free(I->out_shape);
+	dl_xwt_set_free(I->xwt);
 	dl_graph_free(I->g);
 }
 

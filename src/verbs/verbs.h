@@ -30,6 +30,10 @@ int verb_threads(const char *verb, const char *s, struct dl_error *err);
 /* Whether inference plans run the fusion pass (engine/fuse.c): yes, unless
  * the environment sets DLRUN_FUSE=0. */
 int verb_fuse(void);
+/* The set of packed y = x W^T weights for an inference graph whose
+ * weights are fixed (engine/xwt.h), its parameters placed; NULL when the
+ * environment says DLRUN_PACK=0 (or out of memory): dl_sgemm. */
+struct dl_xwt_set *verb_xwt(const struct dl_graph *g);
 /* --max-memory SIZE (bytes, or with a K, M, G or T suffix): sets
  * dl_set_max_memory; NULL leaves the default. */
 int verb_max_memory(const char *verb, const char *s, struct dl_error *err);
