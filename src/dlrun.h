@@ -89,7 +89,9 @@ int dlrun_output_shape(const dlrun_model *m, int k, int64_t *dims, int max);
  * statistics). in[i] is input i with its full shape, batch first (token
  * ids of `dtype: int` inputs as floats); out[k] receives output k's shape
  * and values (see struct dlrun_tensor). n_in and n_out must be the model's
- * counts. */
+ * counts. As `dlrun infer`, it packs the weights of linear layers and
+ * attention projections in place at its first call (the same bytes as
+ * dlrun infer); a training step or a save puts them back first. */
 int dlrun_run(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 	      struct dlrun_tensor *out, int n_out, struct dlrun_error *err);
 

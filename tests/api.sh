@@ -80,6 +80,19 @@ t_train_as_cli() {
 }
 check "dlrun_train_step trains as dlrun train does, bit for bit (mlp, SGD, 2 steps)" t_train_as_cli
 
+# dlrun_run packs the weights of linear layers in place (src/engine/xwt.h):
+# a save after a run writes the rows, the bytes a save without a run
+# writes, and a training step after a run starts from the rows too
+t_run_then_save() {
+	run_api runsave "$m/mlp.yaml" "$tmp/after_run.safetensors"
+	expect_rc 0 || return 1
+	run_api resave "$m/mlp.yaml" "$m/mlp.safetensors" "$tmp/plain.safetensors"
+	expect_rc 0 || return 1
+	cmp -s "$tmp/after_run.safetensors" "$tmp/plain.safetensors" ||
+		fail "the weights saved after dlrun_run differ from the loaded ones"
+}
+check "dlrun_save_weights after dlrun_run writes the loaded weights" t_run_then_save
+
 t_shapes() {
 	cat >"$tmp/sym.yaml" <<'YAML'
 inputs:

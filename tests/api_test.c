@@ -6,11 +6,16 @@
  *                                    compute threads: same answers each time
  *   api_test errors MODEL            wrong shapes and counts are errors
  *                                    with messages, not crashes
- *   api_test train MODEL OUT         one SGD step, weights saved, reopened
+ *   api_test train MODEL OUT         a run, then SGD steps, weights saved,
+ *                                    reopened
  *   api_test batch X.npy Y.npy       writes train's batch (inputs [4, 16],
  *                                    class ids [4]) for `dlrun train`
  *   api_test resave MODEL IN OUT     opens MODEL with weights IN and saves
  *                                    them as dlrun_save_weights writes
+ *   api_test runsave MODEL OUT       runs train's batch, saves the weights
+ *                                    (packed by the run: rows again in
+ *                                    the file), runs it again: the same
+ *                                    bytes as the first run
  *   api_test shapes MLP SYMBOLIC     dlrun_output_shape before and after a
  *                                    run (SYMBOLIC: input [T, 4], output
  *                                    [T, 3]); dlrun_set_threads(m, 0) gives
@@ -244,6 +249,23 @@ static int cmd_resave(const char *model, const char *in, const char *out)
 	return 0;
 }
 
+static int cmd_runsave(const char *model, const char *out)
+{
+	dlrun_model *m = open_or_die(model, NULL);
+	float x[4 * 16], y[4], o1[4 * 4], o2[4 * 4];
+	train_batch(x, y);
+	struct dlrun_tensor in = {.data = x, .ndim = 2, .dims = {4, 16}};
+	struct dlrun_tensor r1 = {.data = o1, .capacity = 16}, r2 = {.data = o2, .capacity = 16};
+	struct dlrun_error e;
+	if (dlrun_run(m, &in, 1, &r1, 1, &e) || dlrun_save_weights(m, out, &e) ||
+	    dlrun_run(m, &in, 1, &r2, 1, &e))
+		FAIL("runsave: %s", e.message);
+	if (memcmp(o1, o2, sizeof o1) != 0)
+		FAIL("runsave: the run after the save gives other bytes");
+	dlrun_close(m);
+	return 0;
+}
+
 static int cmd_train(const char *model, const char *out)
 {
 	dlrun_model *m = open_or_die(model, NULL);
@@ -254,6 +276,12 @@ static int cmd_train(const char *model, const char *out)
 	struct dlrun_error e;
 	struct dlrun_train_options o = {.optimizer = "sgd", .lr = 0.5};
 	double l0, l1;
+	/* a run first: it packs the linear weights, which the first step
+	 * must find as rows again (dlrun train never ran one) */
+	float r[4 * 4];
+	struct dlrun_tensor out0 = {.data = r, .capacity = 16};
+	if (dlrun_run(m, &in, 1, &out0, 1, &e))
+		FAIL("run: %s", e.message);
 	if (dlrun_train_begin(m, &o, &e) || dlrun_train_step(m, &in, 1, &lab, &l0, &e) ||
 	    dlrun_train_step(m, &in, 1, &lab, &l1, &e))
 		FAIL("train: %s", e.message);
@@ -380,6 +408,8 @@ int main(int argc, char **argv)
 		return cmd_batch(argv[2], argv[3]);
 	if (argc == 5 && strcmp(argv[1], "resave") == 0)
 		return cmd_resave(argv[2], argv[3], argv[4]);
-	fprintf(stderr, "usage: api_test run|threads|errors|train|shapes|batch|resave ...\n");
+	if (argc == 4 && strcmp(argv[1], "runsave") == 0)
+		return cmd_runsave(argv[2], argv[3]);
+	fprintf(stderr, "usage: api_test run|threads|errors|train|shapes|batch|resave|runsave ...\n");
 	return 2;
 }
