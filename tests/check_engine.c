@@ -475,14 +475,15 @@ END_TEST
 
 /* dl_sgemm_rows: every element exactly the chain of fmaf over k from
  * zero (gemm.h says so; whichever of the AVX-512, AVX2 or plain kernels
- * this CPU takes), at row counts around its tiles of 16, 6 and 4, column
+ * this CPU takes), at row counts around its tiles of 12, 8, 6 and 4, column
  * counts around its panels of 16 and the 8 and 4 of their narrower
  * kernels, K of 1 to past a few vectors, leading dimensions longer than
  * the rows; the same bits for any rows and columns given; the packed
  * panels' columns past N zero, and the same packed from B as from Bt. */
 START_TEST(gemm_rows_exact_chains)
 {
-	static const int Ms[] = {1, 3, 4, 5, 6, 7, 16, 17, 37}, Ns[] = {1, 3, 4, 5, 8, 9, 16, 17, 49};
+	static const int Ms[] = {1, 3, 4, 5, 6, 7, 8, 16, 17, 23, 37};
+	static const int Ns[] = {1, 3, 4, 5, 8, 9, 16, 17, 49};
 	static const int Ks[] = {1, 7, 16, 129};
 	struct dl_rng r;
 	dl_rng_seed(&r, 29);
@@ -499,7 +500,7 @@ START_TEST(gemm_rows_exact_chains)
 	for (int lv = 2; lv >= 0; lv--) {
 		if (dl_sgemm_rows_kernels(lv) != lv)
 			continue;   /* not on this CPU */
-		for (int mi = 0; mi < 9; mi++)
+		for (int mi = 0; mi < 11; mi++)
 			for (int ni = 0; ni < 9; ni++)
 				for (int ki = 0; ki < 4; ki++) {
 					int M = Ms[mi], N = Ns[ni], K = Ks[ki];

@@ -31,14 +31,11 @@ fused_count() {
 t_same() {
 	run_dlrun infer "$1/model.yaml" -i "$1/in.npy" -o "$tmp/fused.npy"
 	expect_rc 0 || return 1
-	last_cmd="DLRUN_FUSE=0 dlrun infer $1/model.yaml"
 	# under valgrind too when the fused run was: valgrind's CPU has no
 	# AVX-512, so on an AVX-512 host (without OPENBLAS_CORETYPE) OpenBLAS
 	# and the kernels' clones would differ between the two runs, not the
 	# fusion (1.3e-6 seen)
-	DLRUN_FUSE=0 $(dlrun_cmd) "$DLRUN" infer "$1/model.yaml" -i "$1/in.npy" \
-		-o "$tmp/plain.npy" 2>"$tmp/stderr"
-	rc=$?
+	run_dlrun_env DLRUN_FUSE=0 infer "$1/model.yaml" -i "$1/in.npy" -o "$tmp/plain.npy"
 	expect_rc 0 || return 1
 	"$NPYCMP" "$tmp/fused.npy" "$tmp/plain.npy" 1e-6 >"$tmp/cmp" ||
 		fail "fused and unfused outputs differ: $(cat "$tmp/cmp")"

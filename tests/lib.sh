@@ -159,6 +159,18 @@ run_dlrun() {
 	return 0
 }
 
+# run_dlrun_env NAME=VALUE ARGS...: run_dlrun with NAME=VALUE in dlrun's
+# environment only (under valgrind too when DLRUN_VALGRIND is yes)
+run_dlrun_env() {
+	_rde_env=$1
+	shift
+	last_cmd="$_rde_env dlrun $*"
+	# shellcheck disable=SC2046
+	env "$_rde_env" $(dlrun_cmd) "$DLRUN" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+	rc=$?
+	return 0
+}
+
 # dlrun_cmd: prints the command prefix run_dlrun uses, for callers that
 # must start dlrun themselves (background co-processes): `set -- $(dlrun_cmd)`
 dlrun_cmd() {

@@ -29,10 +29,8 @@ t_pytorch() {
 }
 
 t_unpacked() {
-	last_cmd="DLRUN_PACK=0 dlrun infer $d/tied.yaml --batch-size 3"
-	DLRUN_PACK=0 $(dlrun_cmd) "$DLRUN" infer "$d/tied.yaml" --batch-size 3 -i "$d/x.npy" \
-		-o "$tmp/rows.npy" 2>"$tmp/stderr"
-	rc=$?
+	run_dlrun_env DLRUN_PACK=0 infer "$d/tied.yaml" --batch-size 3 -i "$d/x.npy" \
+		-o "$tmp/rows.npy"
 	expect_rc 0 || return 1
 	"$NPYCMP" "$tmp/rows.npy" "$d/y.npy" 1e-5 >"$tmp/cmp" ||
 		fail "DLRUN_PACK=0: the logits differ from PyTorch's: $(cat "$tmp/cmp")"

@@ -179,18 +179,61 @@ T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, i
 			_mm512_storeu_ps(C + r * ldc + 16 * j, c[r][j]);
 }
 
-/* One A tile of R rows against every panel: the narrowest vector that
- * holds a panel's columns (a 49-column product's last column costs a
- * quarter of a full panel, not all of it). Below 4 rows, whole panels
- * go four at a time. */
+/* R rows (4 to 12) times two whole panels: per k two loads of B and R
+ * broadcasts for 2 R FMAs (one panel took a broadcast per FMA). With
+ * pf, the lines of the block that comes next (pf and pf + pstride, as
+ * p) are prefetched into L2 along the way: the first row tile of a
+ * block calls it so, and the next block arrives while this one is
+ * multiplied (an LM head's panels come from memory: 94 -> 88 ms). */
+T512 INL void zw(const float *A, int64_t lda, const float *p, int64_t pstride, int K,
+		 float *C, int64_t ldc, const int R, int more, const float *pf)
+{
+	__m512 c0[12], c1[12];
+#pragma GCC unroll 12
+	for (int r = 0; r < R; r++) {
+		c0[r] = more ? _mm512_loadu_ps(C + r * ldc) : _mm512_setzero_ps();
+		c1[r] = more ? _mm512_loadu_ps(C + r * ldc + DL_ROWS_W) : _mm512_setzero_ps();
+	}
+	for (int k = 0; k < K; k++) {
+		__m512 b0 = _mm512_loadu_ps(p + (int64_t)k * DL_ROWS_W);
+		__m512 b1 = _mm512_loadu_ps(p + pstride + (int64_t)k * DL_ROWS_W);
+		if (pf) {
+			_mm_prefetch((const char *)(pf + (int64_t)k * DL_ROWS_W), _MM_HINT_T1);
+			_mm_prefetch((const char *)(pf + pstride + (int64_t)k * DL_ROWS_W),
+				     _MM_HINT_T1);
+		}
+#pragma GCC unroll 12
+		for (int r = 0; r < R; r++) {
+			__m512 a = _mm512_set1_ps(A[r * lda + k]);
+			c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+			c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+		}
+	}
+#pragma GCC unroll 12
+	for (int r = 0; r < R; r++) {
+		_mm512_storeu_ps(C + r * ldc, c0[r]);
+		_mm512_storeu_ps(C + r * ldc + DL_ROWS_W, c1[r]);
+	}
+}
+
+/* One A tile of R rows against every panel of a block of kc rows of k
+ * from k0: whole panels two at a time (R 4 to 12) or four at a time (R
+ * 1 to 3: one chain a panel would wait out the FMA's latency at every
+ * k), then the narrowest vector that holds the last panel's columns (a
+ * 49-column product's last column costs a quarter of a full panel). pf:
+ * the next block's start, or NULL (see zw). */
 T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, int k0,
-		       int kc, float *C, int64_t ldc, int N, const int R)
+		       int kc, float *C, int64_t ldc, int N, const int R, const float *pf)
 {
 	int n0 = 0;
 	if (R < 4)
 		for (; n0 + 4 * DL_ROWS_W <= N; n0 += 4 * DL_ROWS_W)
 			zq(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
 			   C + n0, ldc, R, k0 > 0);
+	else
+		for (; n0 + 2 * DL_ROWS_W <= N; n0 += 2 * DL_ROWS_W)
+			zw(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
+			   C + n0, ldc, R, k0 > 0, pf ? pf + n0 * K : NULL);
 	for (; n0 < N; n0 += DL_ROWS_W) {
 		const float *p = P + n0 * K + (int64_t)k0 * DL_ROWS_W;
 		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
@@ -206,43 +249,55 @@ T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, i
 /* Column blocks outermost, then k: a block's partial sums (the rows by
  * NC columns) stay in L2 from one k block to the next (an LM head's
  * [128, 50257] output went through memory once per k block before).
- * A tile of 16 rows whose rows are a multiple of 2 KiB apart (a [T,
- * 3072] input) would fall into two of L1's 64 sets and evict itself:
- * it is copied to a buffer first (2x the time without). */
+ * Rows in tiles of 12, then 8, 4 and the last 1 to 3. A tile whose rows
+ * are a multiple of 2 KiB apart (a [T, 3072] input) would fall into two
+ * of L1's 64 sets and evict itself: it is copied to a buffer first (2x
+ * the time without). */
 T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const float *P,
 			     float *C, int ldc)
 {
-	float tile[16 * (KC + 16)] __attribute__((aligned(64)));
+	float tile[12 * (KC + 16)] __attribute__((aligned(64)));
 	for (int n0 = 0; n0 < N; n0 += NC) {
 		const float *p = P + (int64_t)n0 * K;
 		int nc = N - n0 < NC ? N - n0 : NC;
 		int copy = lda % 512 == 0 && nc >= 8 * DL_ROWS_W;
 		for (int k0 = 0; k0 < K; k0 += KC) {
 			int kc = K - k0 < KC ? K - k0 : KC, m = 0;
-			for (; m + 16 <= M; m += 16) {
+			/* the next block: this one's panels further down k, or
+			 * the next columns' from k = 0 */
+			const float *next = k0 + KC < K ? p + (int64_t)(k0 + KC) * DL_ROWS_W
+					    : n0 + NC < N ? P + (int64_t)(n0 + NC) * K
+					    : NULL;
+			for (; m + 12 <= M; m += 12) {
 				const float *a = A + (int64_t)m * lda + k0;
+				float *c = C + (int64_t)m * ldc + n0;
+				const float *pf = m == 0 ? next : NULL;
 				if (copy) {
-					for (int r = 0; r < 16; r++)
+					for (int r = 0; r < 12; r++)
 						memcpy(tile + r * (KC + 16), a + (int64_t)r * lda,
 						       (size_t)kc * sizeof *tile);
-					z_panels(tile, KC + 16, p, K, k0, kc, C + (int64_t)m * ldc + n0,
-						 ldc, nc, 16);
+					z_panels(tile, KC + 16, p, K, k0, kc, c, ldc, nc, 12, pf);
 				} else {
-					z_panels(a, lda, p, K, k0, kc, C + (int64_t)m * ldc + n0,
-						 ldc, nc, 16);
+					z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 12, pf);
 				}
 			}
-			for (; m + 4 <= M; m += 4)
-				z_panels(A + (int64_t)m * lda + k0, lda, p, K, k0, kc,
-					 C + (int64_t)m * ldc + n0, ldc, nc, 4);
 			const float *a = A + (int64_t)m * lda + k0;
 			float *c = C + (int64_t)m * ldc + n0;
+			const float *pf = m == 0 ? next : NULL;
+			if (M - m >= 8) {
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 8, pf);
+				m += 8, a += 8 * (int64_t)lda, c += 8 * (int64_t)ldc, pf = NULL;
+			}
+			if (M - m >= 4) {
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 4, pf);
+				m += 4, a += 4 * (int64_t)lda, c += 4 * (int64_t)ldc;
+			}
 			if (M - m == 3)
-				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 3);
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 3, NULL);
 			else if (M - m == 2)
-				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 2);
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 2, NULL);
 			else if (M - m == 1)
-				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 1);
+				z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 1, NULL);
 		}
 	}
 }

@@ -4,8 +4,10 @@
  * of a block), the shapes of resnet18 (224x224 at batch 1, and its
  * blocks of 56 and 64 tiles at batch 32) and densenet121's 3x3 layers;
  * then im2col's products at batch 1, weights [M, K] times columns [K, N].
- * dlrun's side packs Bt for every product, as conv.c does. The best of
- * 30 runs of each, one thread, and the largest difference between them:
+ * dlrun's side packs Bt for every product, as conv.c does. A second
+ * table times the linear layers' products on weights packed once
+ * (linear_table). The best of 30 runs of each, one thread, and the
+ * largest difference between them:
  *
  *   cc -O2 -std=c11 -Isrc -I. tools/bench/gemm_rows.c src/engine/gemm_rows.c \
  *      -lopenblas -lm -o /tmp/gemm_rows
@@ -41,6 +43,53 @@ static float *filled(int64_t n, unsigned seed)
 	for (int64_t i = 0; i < n; i++)
 		p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
 	return p;
+}
+
+/* The second table: y [M, Out] = x [M, In] W^T at inference, W [Out, In] a
+ * weight packed once (src/engine/xwt.c packs it in place; here into a
+ * copy, the same panels), so dlrun's side is the kernel alone, while
+ * OpenBLAS packs W at every call as dl_sgemm does: a GPT-2-shaped
+ * decoder's products at batch 1 (128 rows) and at 5 rows, and a
+ * classifier head at batch 1. The best of 30 runs (5 for the LM head). */
+static void linear_table(void)
+{
+	static const struct { int M, In, Out; const char *what; } sh[] = {
+		{128, 768, 2304, "GPT-2 attention in_proj, T 128"},
+		{128, 768, 768, "GPT-2 attention out_proj, T 128"},
+		{128, 768, 3072, "GPT-2 linear1, T 128"},
+		{128, 3072, 768, "GPT-2 linear2, T 128"},
+		{128, 768, 50257, "GPT-2 LM head, T 128"},
+		{5, 768, 2304, "GPT-2 attention in_proj, 5 rows"},
+		{5, 3072, 768, "GPT-2 linear2, 5 rows"},
+		{1, 1280, 1000, "mobilenet_v2 / efficientnet_b0 classifier, batch 1"},
+	};
+	printf("\n| M | In | Out | shape | OpenBLAS ms | packed ms | ratio | max diff |\n");
+	printf("| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
+	for (size_t s = 0; s < sizeof sh / sizeof *sh; s++) {
+		int M = sh[s].M, In = sh[s].In, Out = sh[s].Out, reps = Out > 10000 ? 5 : 30;
+		float *x = filled((int64_t)M * In, 3 * (unsigned)s + 1);
+		float *W = filled((int64_t)Out * In, 3 * (unsigned)s + 2);
+		float *y1 = filled((int64_t)M * Out, 0), *y2 = filled((int64_t)M * Out, 0);
+		float *P = filled(dl_sgemm_rows_floats(Out, In), 0);
+		dl_sgemm_rows_pack(P, 1, W, In, Out, In);
+		double best_blas = 1e30, best_rows = 1e30;
+		for (int rep = 0; rep < reps; rep++) {
+			double t0 = now_ms();
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, Out, In, 1.0f, x, In, W, In,
+				    0.0f, y1, Out);
+			double t1 = now_ms();
+			dl_sgemm_rows(M, Out, In, x, In, P, y2, Out);
+			double t2 = now_ms();
+			best_blas = t1 - t0 < best_blas ? t1 - t0 : best_blas;
+			best_rows = t2 - t1 < best_rows ? t2 - t1 : best_rows;
+		}
+		double md = 0.0;
+		for (int64_t i = 0; i < (int64_t)M * Out; i++)
+			md = fmax(md, fabs((double)y1[i] - (double)y2[i]));
+		printf("| %d | %d | %d | %s | %.3f | %.3f | %.2f | %.1e |\n", M, In, Out, sh[s].what,
+		       best_blas, best_rows, best_rows / best_blas, md);
+		free(x), free(W), free(y1), free(y2), free(P);
+	}
 }
 
 int main(void)
@@ -93,5 +142,6 @@ int main(void)
 		       sh[s].what, best_blas, best_rows, best_rows / best_blas, md);
 		free(A), free(B), free(C1), free(C2), free(P);
 	}
+	linear_table();
 	return 0;
 }
