@@ -687,9 +687,12 @@ static void proj_fwd(float *out, const float *x, float *W,
 {
 	dl_xwt(xwt, out, x, I, M, I, W, E);
 	if (b)
-		for (int m = 0; m < M; m++)
+		for (int m = 0; m < M; m++) {
+			float *o = out + (int64_t)m * E;
+#pragma omp simd   /* as linear.c's bias */
 			for (int j = 0; j < E; j++)
-				out[(int64_t)m * E + j] += b[j];
+				o[j] += b[j];
+		}
 }
 
 static void proj_bwd(float *dx, float *dW, float *db, const float *g,
