@@ -19,7 +19,16 @@
  * A weight whose storage another entry also reads (`share:`, a shared
  * repeat) is never rearranged: the other reader wants rows. Nor is any
  * weight where dl_sgemm_rows has no AVX-512 kernels (OpenBLAS is as fast
- * there) or when a set is not given (training, the library API). */
+ * there), or whose first product has more than DL_XWT_MAX_ROWS rows, or
+ * when no set is given (training).
+ *
+ * DL_XWT_MAX_ROWS: at a few thousand rows OpenBLAS's packing is paid
+ * for, and its kernel, blocked for the rows too, is the faster one
+ * (tools/bench/gemm_rows.c's products on packed weights against
+ * OpenBLAS's time, GPT-2's four layer shapes: 0.95-1.01 at 512 rows,
+ * 1.02-1.07 at 2048, 1.03-1.16 at 4096, a decoder's batch of 32). The
+ * choice is made at a weight's first product and kept. */
+#define DL_XWT_MAX_ROWS 512
 #ifndef DL_XWT_H
 #define DL_XWT_H
 
@@ -34,7 +43,8 @@ void dl_xwt_set_free(struct dl_xwt_set *s);
 
 /* out[M, O] = x[M, I] W^T, W [O, I] rows I apart (its storage in the
  * parameter block), x rows ldx apart; out overwritten, rows O apart. With
- * s NULL, or W shared, or no AVX-512: dl_sgemm. Otherwise W is packed in
+ * s NULL, or W shared, or no AVX-512, or a first call of more than
+ * DL_XWT_MAX_ROWS rows: dl_sgemm. Otherwise W is packed in
  * place at its first call (after which its storage no longer holds rows)
  * and every call runs on dl_sgemm_rows, shared among the threads by
  * panels. Thread-safe. */
