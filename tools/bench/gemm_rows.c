@@ -49,8 +49,9 @@ static float *filled(int64_t n, unsigned seed)
  * weight packed once (src/engine/xwt.c packs it in place; here into a
  * copy, the same panels), so dlrun's side is the kernel alone, while
  * OpenBLAS packs W at every call as dl_sgemm does: a GPT-2-shaped
- * decoder's products at batch 1 (128 rows) and at 5 rows, and a
- * classifier head at batch 1. The best of 30 runs (5 for the LM head). */
+ * decoder's products at batch 1 (128 rows), at 512 and 4096 rows (where
+ * engine/xwt.h stops packing) and at 5 rows, and a classifier head at
+ * batch 1. The best of 30 runs (5 for the LM head). */
 static void linear_table(void)
 {
 	static const struct { int M, In, Out; const char *what; } sh[] = {
@@ -59,6 +60,10 @@ static void linear_table(void)
 		{128, 768, 3072, "GPT-2 linear1, T 128"},
 		{128, 3072, 768, "GPT-2 linear2, T 128"},
 		{128, 768, 50257, "GPT-2 LM head, T 128"},
+		{512, 768, 2304, "GPT-2 attention in_proj, 512 rows"},
+		{512, 3072, 768, "GPT-2 linear2, 512 rows"},
+		{4096, 768, 2304, "GPT-2 attention in_proj, 4096 rows (batch 32)"},
+		{4096, 3072, 768, "GPT-2 linear2, 4096 rows (batch 32)"},
 		{5, 768, 2304, "GPT-2 attention in_proj, 5 rows"},
 		{5, 3072, 768, "GPT-2 linear2, 5 rows"},
 		{1, 1280, 1000, "mobilenet_v2 / efficientnet_b0 classifier, batch 1"},
