@@ -6,31 +6,34 @@
  * packing W, at every call: a GPT-2-shaped decoder at batch 1 (128 rows)
  * spent 12% of its forward in sgemm_incopy against 61% in the kernel, and
  * its LM head ran at 90 GFLOP/s. When the weights stay fixed for the life
- * of the graph (dlrun infer, dlrun bench without --train), each W is
+ * of the graph (dlrun infer, dlrun bench without --train; dlrun_run,
+ * which puts the rows back before a training step or a save), each W is
  * instead rearranged once, at its first product, into dl_sgemm_rows's
  * panels of DL_ROWS_W rows of W, k outermost: in place (each panel takes
  * the place of its own rows), so it costs no memory; the last, partial
  * panel goes to a buffer of its own. Every product after that reads the
- * panels as they are (tools/bench/gemm_rows.c's linear rows: 0.84x to
- * 0.99x OpenBLAS's time at 128 rows). Each output is then one chain of
+ * panels as they are (tools/bench/gemm_rows.c's linear table: 0.79x to
+ * 0.91x OpenBLAS's time at 128 rows). Each output is then one chain of
  * fused multiply-adds over i, so its bits do not depend on the batch, the
  * rows of a chunk or the threads.
  *
  * A weight whose storage another entry also reads (`share:`, a shared
  * repeat) is never rearranged: the other reader wants rows. Nor is any
- * weight where dl_sgemm_rows has no AVX-512 kernels (OpenBLAS is as fast
- * there), or whose first product has more than DL_XWT_MAX_ROWS rows, or
- * when no set is given (training).
+ * weight where dl_sgemm_rows has no AVX-512 kernels (its AVX2 ones were
+ * not timed against OpenBLAS on these shapes), or whose first product
+ * has more than DL_XWT_MAX_ROWS rows, or when no set is given
+ * (training).
  *
  * DL_XWT_MAX_ROWS: at a few thousand rows OpenBLAS's packing is paid
  * for, and its kernel, blocked for the rows too, is the faster one
  * (tools/bench/gemm_rows.c's products on packed weights against
- * OpenBLAS's time, GPT-2's four layer shapes: 0.95-1.01 at 512 rows,
- * 1.02-1.07 at 2048, 1.03-1.16 at 4096, a decoder's batch of 32). The
- * choice is made at a weight's first product and kept. */
-#define DL_XWT_MAX_ROWS 512
+ * OpenBLAS's time on GPT-2's layer shapes: 0.93-1.00 at 512 rows,
+ * 1.12 at 4096, a decoder's batch of 32). The choice is made at a
+ * weight's first product and kept. */
 #ifndef DL_XWT_H
 #define DL_XWT_H
+
+#define DL_XWT_MAX_ROWS 512
 
 struct dl_graph;
 struct dl_xwt_set;
