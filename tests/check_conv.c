@@ -1245,6 +1245,68 @@ START_TEST(test_conv_backward_groups)
 }
 END_TEST
 
+/* The data gradient of 3x3 layers with unit stride as a Winograd
+ * convolution of dy (src/ops/conv.c, adjoint_of): F(4x4) and F(2x2)
+ * adjoints, groups with Cg != OCg, padding 0, 2 and uneven (the
+ * adjoint's 2, 0 and uneven), odd sizes, batch 1 and 3, at 1 and 2
+ * threads, against the float64 reference; the rule's answer, and for
+ * layers it leaves to the GEMM and col2im (stride 2, dilation, 5x5,
+ * padding 3, fewer than 16 channels) 0. And the gradient adds to dx: a
+ * second backward without zeroing gives twice the first (exactly, for
+ * the adjoint). */
+START_TEST(test_conv_backward_adjoint)
+{
+	static const struct {
+		struct ref_case c;
+		int winograd;   /* whether the rule takes the adjoint */
+	} t[] = {
+		{{"conv2d", "out_channels: 32, kernel_size: 3, padding: 1", {3, 32, 9, 11}, 1, 1}, 1},
+		{{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1", {2, 16, 6, 5}, 1, 1}, 1},
+		{{"conv2d", "out_channels: 16, kernel_size: 3, padding: 1", {1, 24, 13, 10}, 1, 1}, 1},
+		{{"conv2d", "out_channels: 64, kernel_size: 3, padding: 1, groups: 2", {2, 32, 10, 7}, 1, 1}, 1},
+		{{"conv2d", "out_channels: 20, kernel_size: 3", {2, 17, 12, 9}, 0, 0}, 1},
+		{{"conv2d", "out_channels: 18, kernel_size: 3, padding: 2", {3, 16, 7, 8}, 2, 2}, 1},
+		{{"conv2d", "out_channels: 16, kernel_size: 3, padding: [[1, 2], [0, 1]]", {2, 16, 9, 12}, 1, 0}, 1},
+		{{"conv2d", "out_channels: 16, kernel_size: 3, padding: 3", {2, 16, 8, 8}, 3, 3}, 0},
+		{{"conv2d", "out_channels: 16, kernel_size: 3, stride: 2, padding: 1", {2, 16, 12, 12}, 1, 1}, 0},
+		{{"conv2d", "out_channels: 16, kernel_size: 5, padding: 2", {2, 16, 9, 9}, 2, 2}, 0},
+		{{"conv2d", "out_channels: 8, kernel_size: 3, padding: 1", {2, 16, 12, 12}, 1, 1}, 0},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int threads = 1; threads <= 2; threads++) {
+			check_reference(&t[k].c, 800 + k, threads, -1);
+			struct harness h;
+			h_open(&h, t[k].c.op, t[k].c.hps, 4, t[k].c.in, 1);
+			int nta = dl_conv_backward_adjoint(&h.n, &h.xs);
+			ck_assert_msg(t[k].winograd ? nta >= 1 : nta == 0,
+				      "{%s}, %d threads: the adjoint runs on %d threads",
+				      t[k].c.hps, threads, nta);
+			h_fill(&h, 900 + k, 1);
+			h_forward(&h);
+			h_backward(&h);
+			float *once = malloc((size_t)h.nx * sizeof(float));
+			memcpy(once, h.dx, (size_t)h.nx * sizeof(float));
+			struct dl_tensor in = {h.xs, h.x}, out = {h.ys, h.y};
+			float *din[1] = {h.dx};
+			h.n.op->backward(&h.n, &in, &out, h.gy, din, &h.ctx);
+			/* the adjoint adds each finished sum: exactly twice;
+			 * col2im adds tap by tap */
+			float big = 0.0f;
+			for (int64_t i = 0; i < h.nx; i++)
+				big = fabsf(once[i]) > big ? fabsf(once[i]) : big;
+			float tol = nta ? 0.0f : 1e-6f * big;
+			for (int64_t i = 0; i < h.nx; i++)
+				ck_assert_msg(fabsf(h.dx[i] - 2.0f * once[i]) <= tol,
+					      "{%s}, %d threads: dx[%lld] %g after two backward passes, not 2 x %g",
+					      t[k].c.hps, threads, (long long)i, h.dx[i], once[i]);
+			free(once);
+			h_free(&h);
+		}
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* Output planes of at most DL_SKINNY_N cells, whose forward multiplies
  * as dot products (dl_sgemm_skinny) on transposed columns: batch 1 (the
  * threads sharing the unit at 2) and 3, stride 2, groups, an odd channel
@@ -1737,6 +1799,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_im2col_row_widths);
 	tcase_add_test(tc, test_conv_backward_groups);
+	tcase_add_test(tc, test_conv_backward_adjoint);
 	tcase_add_test(tc, test_conv_skinny);
 	tcase_add_test(tc, test_depthwise_blocked);
 	tcase_add_test(tc, test_pointwise_batched);

@@ -57,4 +57,9 @@ int dl_conv_forward_threads(const struct dl_node *n, const struct dl_shape *x);
  * per image; -1: x does not fit it), for the tests of that rule. */
 int64_t dl_conv_backward_group(const struct dl_node *n, const struct dl_shape *x);
 
+/* The threads the node's backward computes its data gradient on as a
+ * Winograd convolution (src/ops/conv.c, adjoint_of; 0: by the GEMM and
+ * col2im; -1: x does not fit it), for the tests of that rule. */
+int dl_conv_backward_adjoint(const struct dl_node *n, const struct dl_shape *x);
+
 #endif
