@@ -315,6 +315,11 @@ def main():
         attention_case("att_%s_causal" % score, 2, 6, 6, 5, 5, 5, 1,
                        causal=True, **base, **extra)
     attention_case("att_causal_kv_longer_q", 2, 7, 4, 3, 3, 3, 2, causal=True)
+    # dense causal slices multiply in blocks of 32 queries, each against
+    # the keys up to its last (src/ops/attention_core.c): two full blocks
+    # and a partial one; more queries than keys (blocks past the keys)
+    attention_case("att_causal_blocks", 2, 70, 70, 3, 3, 3, 1, causal=True)
+    attention_case("att_causal_blocks_kv", 1, 70, 40, 3, 3, 4, 3, causal=True)
     # attention: sparse patterns
     attention_case("att_window", 2, 9, 9, 4, 4, 4, 1, window=2)
     attention_case("att_window_dil", 1, 11, 11, 4, 4, 4, 1, window=2,
@@ -346,6 +351,7 @@ def main():
     mha_case("mha_self_1head", 2, 4, 4, 5, 1, 1)
     mha_case("mha_self_nobias", 2, 5, 5, 6, 2, 1, bias=False)
     mha_case("mha_causal", 2, 6, 6, 8, 2, 1, causal=True)
+    mha_case("mha_causal_blocks", 2, 37, 37, 4, 2, 1, causal=True)
     mha_case("mha_cross", 2, 4, 7, 6, 3, 2)
     mha_case("mha_cross_b1", 1, 4, 7, 6, 3, 2)
     mha_case("mha_qkv", 2, 5, 6, 6, 2, 3)

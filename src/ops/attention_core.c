@@ -26,6 +26,11 @@
 #include "engine/vmath.h"
 #include "ops/attention.h"
 
+static int imin(int x, int y)
+{
+	return x < y ? x : y;
+}
+
 static int64_t ceildiv(int64_t a, int64_t b)
 {
 	return (a + b - 1) / b;
@@ -467,6 +472,24 @@ static void rel_bwd(const struct att *a, const float *qi, int i,
 
 /* Dense scores S[Tq, Tk] = score(q, k); tmp: bilinear [Tq, dk], additive
  * [(Tq + Tk) A] */
+/* Dense causal slices multiply in blocks of ATT_CAUSAL_ROWS queries,
+ * each against the keys up to its last query, so the scores and the
+ * weighted sum skip the masked triangle: 5/8 of the work at 128 tokens
+ * (a GPT-2-shaped decoder's per-head products were 1.7% of its forward).
+ * Other slices: one block of all the rows and keys. */
+#define ATT_CAUSAL_ROWS 32
+
+static int causal_rows(const struct att *a)
+{
+	return a->causal ? ATT_CAUSAL_ROWS : (a->Tq > 0 ? a->Tq : 1);
+}
+
+/* The keys rows [.., i1) of a dense slice see */
+static int causal_keys(const struct att *a, int i1)
+{
+	return a->causal && i1 < a->Tk ? i1 : a->Tk;
+}
+
 DL_CLONES static void dense_scores(const struct att *a, const float *q, int ldq,
 			 const float *k, int ldk, float *S, float *tmp)
 {
@@ -474,8 +497,14 @@ DL_CLONES static void dense_scores(const struct att *a, const float *q, int ldq,
 	switch (a->score) {
 	case SC_SCALED:
 	case SC_DOT:
-		dl_sgemm(0, 1, Tq, Tk, a->dq, a->scale, q, ldq, k, ldk, 0.0f, S,
-			 Tk);
+		/* causal: each block of rows against the keys it may see (the
+		 * cells past them are row_softmax's zeros) */
+		for (int i0 = 0; i0 < Tq; i0 += causal_rows(a)) {
+			int i1 = imin(Tq, i0 + causal_rows(a));
+			dl_sgemm(0, 1, i1 - i0, causal_keys(a, i1), a->dq, a->scale,
+				 q + (int64_t)i0 * ldq, ldq, k, ldk, 0.0f,
+				 S + (int64_t)i0 * Tk, Tk);
+		}
 		if (a->K > 0)
 			for (int i = 0; i < Tq; i++)
 				rel_scores(a, q + (int64_t)i * ldq, i, NULL, Tk,
@@ -588,18 +617,27 @@ DL_CLONES static void row_softmax(const struct att *a, int i, const int *js, int
 			if (a->kpm[key_at(js, t)] != 0.0f)
 				s[t] = -INFINITY;
 	float mx = -INFINITY;
+	#pragma omp simd reduction(max:mx)
 	for (int t = 0; t < n; t++)
 		mx = s[t] > mx ? s[t] : mx;
 	if (mx == -INFINITY) {
 		memset(s, 0, sizeof(float) * (size_t)n);
 		return;
 	}
-	double sum = 0.0;
+	/* dl_expf vectorises where expf is a call per element (row_softmax
+	 * and __expf_fma were 1.6% of the GPT-2-shaped decoder's forward);
+	 * a masked key's -inf is 0 exactly, where dl_expf would give
+	 * exp(-87); the sum in float lanes, as PyTorch's vectorised softmax
+	 * sums (a double sum kept the loop scalar) */
+	float sum = 0.0f;
+	#pragma omp simd reduction(+:sum)
 	for (int t = 0; t < n; t++) {
-		s[t] = expf(s[t] - mx);
-		sum += s[t];
+		float e = s[t] == -INFINITY ? 0.0f : dl_expf(s[t] - mx);
+		s[t] = e;
+		sum += e;
 	}
-	float inv = (float)(1.0 / sum);
+	float inv = 1.0f / sum;
+	#pragma omp simd
 	for (int t = 0; t < n; t++)
 		s[t] *= inv;
 }
@@ -658,11 +696,6 @@ static void rel_buckets(const struct att *a, int i, const int *js, int c,
  * probabilities P = exp(S - m) / l, dS = P (dO V^T - D), and adds dV +=
  * P^T dO, dQ += scale dS K, dK += scale dS^T Q. Causal slices skip the key
  * blocks past a query block's last query. */
-
-static int imin(int x, int y)
-{
-	return x < y ? x : y;
-}
 
 /* S [bq, bk] = the scores of queries [i0, i0 + bq) against keys [j0, j0 +
  * bk), masked cells -inf (causal, attn_mask, key padding) */
@@ -846,9 +879,12 @@ DL_CLONES void att_slice_fwd(const struct att *a, const float *q, int ldq,
 			P[t] = keep[t] ? P[t] * a->keep_scale : 0.0f;
 		}
 	}
-	if (!a->sparse)
-		dl_sgemm(0, 0, a->Tq, dv, a->Tk, 1.0f, P, a->Tk, v, ldv, 0.0f,
-			 o, ldo);
+	for (int i0 = 0; !a->sparse && i0 < a->Tq; i0 += causal_rows(a)) {
+		int i1 = imin(a->Tq, i0 + causal_rows(a));
+		dl_sgemm(0, 0, i1 - i0, dv, causal_keys(a, i1), 1.0f,
+			 P + (int64_t)i0 * a->Tk, a->Tk, v, ldv, 0.0f,
+			 o + (int64_t)i0 * ldo, ldo);
+	}
 	for (int i = 0; i < a->Tq; i++) {
 		const int *js;
 		int c;
