@@ -59,8 +59,9 @@ void dl_sgemm_whole(int on)
 }
 
 /* The blocks of rows (by_rows) or columns, step long, that dl_sgemm cuts
- * an M x N x K product into on the calling thread now; 1: it runs whole. */
-static int split_of(int M, int N, int K, int *by_rows, int *step)
+ * an M x N x K product into on the calling thread now (cols: columns
+ * only, as dl_sgemm_rows_shared's panels); 1: it runs whole. */
+static int split_of(int M, int N, int K, int cols, int *by_rows, int *step)
 {
 #ifdef _OPENMP
 	/* the blocks follow the thread count asked for, so the result's bits
@@ -73,37 +74,36 @@ static int split_of(int M, int N, int K, int *by_rows, int *step)
 	 * the Winograd layers that had one unit of work) */
 	int T = dl_threads();
 	if (T > 1 && K > 0 && !whole && omp_get_level() == 0 &&
-	    (long)M * N * K >= SPLIT_MACS && (M >= 2 * T || N >= 2 * T)) {
-		*by_rows = M >= N;
+	    (long)M * N * K >= SPLIT_MACS &&
+	    (cols ? N >= 2 * DL_ROWS_W : M >= 2 * T || N >= 2 * T)) {
+		*by_rows = !cols && M >= N;
 		int len = *by_rows ? M : N;
-		/* keep blocks a multiple of 16 rows or columns (BLAS panels) */
+		/* keep blocks a multiple of 16 rows or columns (BLAS panels,
+		 * dl_sgemm_rows's DL_ROWS_W) */
 		*step = ((len + T - 1) / T + 15) / 16 * 16;
 		return (len + *step - 1) / *step;
 	}
 #endif
-	(void)M, (void)N, (void)K, (void)by_rows, (void)step;
+	(void)M, (void)N, (void)K, (void)cols, (void)by_rows, (void)step;
 	return 1;
 }
 
 /* dl_sgemm_rows on N columns of whole panels, cut into blocks of panels
- * by split_of's rule (columns only: the panels are B's) and shared
- * among the threads. Any cut gives the same bits. */
+ * by split_of's rule and shared among the threads. Any cut gives the
+ * same bits. */
 void dl_sgemm_rows_shared(int M, int N, int K, const float *A, int lda, const float *P,
 			  float *C, int ldc)
 {
 	int by_rows, step;
-	int blocks = split_of(M, N, K, &by_rows, &step);
-	if (blocks <= 1 || N < 2 * DL_ROWS_W) {
+	int blocks = split_of(M, N, K, 1, &by_rows, &step);
+	if (blocks <= 1) {
 		dl_sgemm_rows(M, N, K, A, lda, P, C, ldc);
 		return;
 	}
-	int T = dl_threads(), panels = (N + DL_ROWS_W - 1) / DL_ROWS_W;
-	int per = (panels + T - 1) / T;
-	blocks = (panels + per - 1) / per;
 	int team = dl_threads_used() < blocks ? dl_threads_used() : blocks;
 #pragma omp parallel for num_threads(team) schedule(static) if (team > 1)
 	for (int b = 0; b < blocks; b++) {
-		int lo = b * per * DL_ROWS_W, n = N - lo < per * DL_ROWS_W ? N - lo : per * DL_ROWS_W;
+		int lo = b * step, n = N - lo < step ? N - lo : step;
 		dl_sgemm_rows(M, n, K, A, lda, P + (int64_t)lo * K, C + lo, ldc);
 	}
 }
@@ -111,7 +111,7 @@ void dl_sgemm_rows_shared(int M, int N, int K, const float *A, int lda, const fl
 int dl_sgemm_blocks(int M, int N, int K)
 {
 	int by_rows, step;
-	return split_of(M, N, K, &by_rows, &step);
+	return split_of(M, N, K, 0, &by_rows, &step);
 }
 
 void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
@@ -121,7 +121,7 @@ void dl_sgemm(int ta, int tb, int M, int N, int K, float alpha,
 	if (M <= 0 || N <= 0)
 		return;
 	int by_rows, step;
-	int blocks = split_of(M, N, K, &by_rows, &step);
+	int blocks = split_of(M, N, K, 0, &by_rows, &step);
 	if (blocks > 1) {
 		int len = by_rows ? M : N;
 		int team = dl_threads_used() < blocks ? dl_threads_used() : blocks;

@@ -176,14 +176,6 @@ static int bind_inputs(struct dl_graph *g, const struct dl_shape *in,
 	return 0;
 }
 
-/* The owner of a tied parameter's storage (ties may chain). */
-static struct dl_param *tie_root(struct dl_param *p)
-{
-	while (p->tie)
-		p = p->tie;
-	return p;
-}
-
 static int layout_params(struct dl_graph *g, struct dl_error *err)
 {
 	int rc = g->bind_params ? g->bind_params(g, err) : 0;
@@ -217,7 +209,7 @@ static int layout_params(struct dl_graph *g, struct dl_error *err)
 		for (int k = 0; k < g->nodes[i].n_params; k++) {
 			struct dl_param *p = &g->nodes[i].params[k];
 			if (p->tie)
-				p->data = tie_root(p)->data;
+				p->data = dl_param_root(p)->data;
 		}
 	g->params_ready = 1;
 	return 0;

@@ -74,6 +74,13 @@ int dl_node_find_param(const struct dl_node *n, const char *name)
 	return -1;
 }
 
+const struct dl_param *dl_param_root(const struct dl_param *p)
+{
+	while (p->tie)
+		p = p->tie;
+	return p;
+}
+
 int dl_node_buffer(struct dl_node *n, const char *name,
 		   const struct dl_shape *shape, enum dl_init init, double arg,
 		   struct dl_error *err)

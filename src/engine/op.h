@@ -278,6 +278,9 @@ int dl_node_param(struct dl_node *n, const char *name,
 		  struct dl_error *err);
 /* The index of n's parameter or buffer `name` in n->params, or -1. */
 int dl_node_find_param(const struct dl_node *n, const char *name);
+/* The owner of a tied parameter's storage (ties may chain); p itself
+ * when it is not tied. */
+const struct dl_param *dl_param_root(const struct dl_param *p);
 /* The same for a buffer (batch-norm running statistics). */
 int dl_node_buffer(struct dl_node *n, const char *name,
 		   const struct dl_shape *shape, enum dl_init init, double arg,

@@ -80,8 +80,7 @@ struct dl_xwt_set *dl_xwt_set_new(const struct dl_graph *g)
 			const struct dl_param *p = &g->nodes[i].params[k];
 			if (!p->tie)
 				continue;
-			while (p->tie)
-				p = p->tie;
+			p = dl_param_root(p);
 			s->shared[s->n_shared++] =
 				(struct range){p->data, p->data + dl_shape_numel(&p->shape)};
 		}
