@@ -672,6 +672,64 @@ START_TEST(xwt_rows_rule)
 }
 END_TEST
 
+/* Out of memory in engine/xwt.c: packing that cannot get its scratch
+ * (the copy of a panel's rows, or the tail panel's buffer) leaves W as
+ * rows and the product on OpenBLAS, for good; a restore that cannot get
+ * its scratch returns -1 with W still packed and still right, and
+ * finishes on a later call. */
+static int xwt_allocs_left;
+
+static void *xwt_failing_alloc(size_t n)
+{
+	return xwt_allocs_left-- > 0 ? malloc(n) : NULL;
+}
+
+START_TEST(xwt_out_of_memory)
+{
+	enum { O = 37, I = 24, M = 5 };
+	static float W[3][O * I], W0[O * I], x[M * I], y[M * O];
+	struct dl_rng r;
+	dl_rng_seed(&r, 43);
+	for (int i = 0; i < O * I; i++)
+		W[0][i] = W[1][i] = W[2][i] = W0[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < M * I; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	int avx512 = dl_sgemm_rows_level() == 2;
+	struct dl_graph g;
+	memset(&g, 0, sizeof g);
+	struct dl_xwt_set *set = dl_xwt_set_new(&g);
+	ck_assert(set != NULL);
+	dl_xwt_test_alloc(xwt_failing_alloc);
+	/* no panel copy (W[0]), then no tail buffer (W[1]) */
+	for (int w = 0; w < 2; w++) {
+		xwt_allocs_left = w;
+		dl_xwt(set, y, x, I, M, I, W[w], O);
+		xwt_check(y, x, I, W0, M, I, O, 0, "packing out of memory");
+		ck_assert_msg(memcmp(W[w], W0, sizeof W0) == 0, "weight %d changed", w);
+	}
+	ck_assert_int_eq(dl_xwt_packed(set), 0);
+	dl_xwt_test_alloc(NULL);
+	dl_xwt(set, y, x, I, M, I, W[0], O);
+	xwt_check(y, x, I, W0, M, I, O, 0, "memory again: still rows");
+	ck_assert_int_eq(dl_xwt_packed(set), 0);
+	ck_assert(memcmp(W[0], W0, sizeof W0) == 0);
+	/* W[2] packed, then a restore without memory */
+	dl_xwt(set, y, x, I, M, I, W[2], O);
+	ck_assert_int_eq(dl_xwt_packed(set), avx512);
+	dl_xwt_test_alloc(xwt_failing_alloc);
+	xwt_allocs_left = 0;
+	ck_assert_int_eq(dl_xwt_restore(set), avx512 ? -1 : 0);
+	ck_assert_int_eq(dl_xwt_packed(set), avx512);
+	dl_xwt(set, y, x, I, M, I, W[2], O);
+	xwt_check(y, x, I, W0, M, I, O, avx512, "after a failed restore");
+	dl_xwt_test_alloc(NULL);
+	ck_assert_int_eq(dl_xwt_restore(set), 0);
+	ck_assert_int_eq(dl_xwt_packed(set), 0);
+	ck_assert_msg(memcmp(W[2], W0, sizeof W0) == 0, "rows not back after the second restore");
+	dl_xwt_set_free(set);
+}
+END_TEST
+
 /* A weight whose storage a tied parameter shares (share:, a shared
  * repeat) stays rows; an untied one beside it is packed. */
 START_TEST(xwt_tied_rows)
@@ -913,6 +971,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, xwt_packed_chains);
 	tcase_add_test(tc, xwt_tied_rows);
 	tcase_add_test(tc, xwt_rows_rule);
+	tcase_add_test(tc, xwt_out_of_memory);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);
 	return s;

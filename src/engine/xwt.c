@@ -98,12 +98,19 @@ void dl_xwt_set_free(struct dl_xwt_set *s)
 	free(s);
 }
 
+static void *(*xwt_alloc)(size_t) = malloc;
+
+void dl_xwt_test_alloc(void *(*fn)(size_t))
+{
+	xwt_alloc = fn ? fn : malloc;
+}
+
 /* Rows again from W's full panels (W [O, I], rows I apart); the tail's
  * rows were never moved. 0, or -1 (out of memory: W untouched). */
 static int unpack(float *W, int O, int I)
 {
 	size_t panel = (size_t)DL_ROWS_W * (size_t)I;
-	float *p = malloc(panel * sizeof *p);
+	float *p = xwt_alloc(panel * sizeof *p);
 	if (!p)
 		return -1;
 	for (int n0 = 0; n0 + DL_ROWS_W <= O; n0 += DL_ROWS_W) {
@@ -150,8 +157,8 @@ int dl_xwt_packed(const struct dl_xwt_set *s)
 static int pack(struct slot *e, float *W, int O, int I)
 {
 	int full = O / DL_ROWS_W * DL_ROWS_W;
-	float *rows = malloc((size_t)DL_ROWS_W * (size_t)I * sizeof *rows);
-	float *tail = full < O ? malloc((size_t)dl_sgemm_rows_floats(O - full, I) * sizeof *tail)
+	float *rows = xwt_alloc((size_t)DL_ROWS_W * (size_t)I * sizeof *rows);
+	float *tail = full < O ? xwt_alloc((size_t)dl_sgemm_rows_floats(O - full, I) * sizeof *tail)
 			       : NULL;
 	if (!rows || (full < O && !tail)) {
 		free(rows);

@@ -33,6 +33,8 @@
 #ifndef DL_XWT_H
 #define DL_XWT_H
 
+#include <stddef.h>
+
 #define DL_XWT_MAX_ROWS 512
 
 struct dl_graph;
@@ -62,5 +64,9 @@ int dl_xwt_restore(struct dl_xwt_set *s);
 
 /* For the tests: how many weights s has packed. */
 int dl_xwt_packed(const struct dl_xwt_set *s);
+
+/* For the tests of the out-of-memory paths: the allocator packing and
+ * restoring take their scratch from (NULL: malloc again). */
+void dl_xwt_test_alloc(void *(*fn)(size_t));
 
 #endif
