@@ -589,6 +589,45 @@ DL_CLONES static void sparse_scores(const struct att *a, const float *q, int ldq
 
 /* ---- softmax with the masks ---- */
 
+/* The largest of s[0..n) and their sum, in SM_LANES running lanes (an
+ * `omp simd` reduction of either stayed scalar): the sum as PyTorch's
+ * vectorised softmax sums, in float lanes. */
+#define SM_LANES 16
+
+static inline __attribute__((always_inline)) float row_max(const float *s, int n)
+{
+	float l[SM_LANES], mx = -INFINITY;
+	int t = 0;
+	for (int j = 0; j < SM_LANES; j++)
+		l[j] = -INFINITY;
+	for (; t + SM_LANES <= n; t += SM_LANES) {
+		#pragma omp simd
+		for (int j = 0; j < SM_LANES; j++)
+			l[j] = s[t + j] > l[j] ? s[t + j] : l[j];
+	}
+	for (; t < n; t++)
+		mx = s[t] > mx ? s[t] : mx;
+	for (int j = 0; j < SM_LANES; j++)
+		mx = l[j] > mx ? l[j] : mx;
+	return mx;
+}
+
+static inline __attribute__((always_inline)) float row_sum(const float *s, int n)
+{
+	float l[SM_LANES] = {0}, sum = 0.0f;
+	int t = 0;
+	for (; t + SM_LANES <= n; t += SM_LANES) {
+		#pragma omp simd
+		for (int j = 0; j < SM_LANES; j++)
+			l[j] += s[t + j];
+	}
+	for (; t < n; t++)
+		sum += s[t];
+	for (int j = 0; j < SM_LANES; j++)
+		sum += l[j];
+	return sum;
+}
+
 /* Row i's scores s[c] (keys js, NULL: all Tk) -> probabilities, with the
  * attn_mask, key padding (nonzero = padding, whatever the input's dtype)
  * and (dense rows) causal mask; masked keys and
@@ -616,10 +655,7 @@ DL_CLONES static void row_softmax(const struct att *a, int i, const int *js, int
 		for (int t = 0; t < n; t++)
 			if (a->kpm[key_at(js, t)] != 0.0f)
 				s[t] = -INFINITY;
-	float mx = -INFINITY;
-	#pragma omp simd reduction(max:mx)
-	for (int t = 0; t < n; t++)
-		mx = s[t] > mx ? s[t] : mx;
+	float mx = row_max(s, n);
 	if (mx == -INFINITY) {
 		memset(s, 0, sizeof(float) * (size_t)n);
 		return;
@@ -627,16 +663,11 @@ DL_CLONES static void row_softmax(const struct att *a, int i, const int *js, int
 	/* dl_expf vectorises where expf is a call per element (row_softmax
 	 * and __expf_fma were 1.6% of the GPT-2-shaped decoder's forward);
 	 * a masked key's -inf is 0 exactly, where dl_expf would give
-	 * exp(-87); the sum in float lanes, as PyTorch's vectorised softmax
-	 * sums (a double sum kept the loop scalar) */
-	float sum = 0.0f;
-	#pragma omp simd reduction(+:sum)
-	for (int t = 0; t < n; t++) {
-		float e = s[t] == -INFINITY ? 0.0f : dl_expf(s[t] - mx);
-		s[t] = e;
-		sum += e;
-	}
-	float inv = 1.0f / sum;
+	 * exp(-87) */
+	#pragma omp simd
+	for (int t = 0; t < n; t++)
+		s[t] = s[t] == -INFINITY ? 0.0f : dl_expf(s[t] - mx);
+	float inv = 1.0f / row_sum(s, n);
 	#pragma omp simd
 	for (int t = 0; t < n; t++)
 		s[t] *= inv;
