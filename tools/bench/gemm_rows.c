@@ -12,7 +12,10 @@
  *   cc -O2 -std=c11 -Isrc -I. tools/bench/gemm_rows.c src/engine/gemm_rows.c \
  *      -lopenblas -lm -o /tmp/gemm_rows
  *   (with the -I and -L paths of OpenBLAS that ./configure found)
- *   OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell /tmp/gemm_rows
+ *   OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=Haswell /tmp/gemm_rows [--avx2]
+ *
+ * --avx2 runs dlrun's side on its AVX2 kernels, as on a CPU without
+ * AVX-512.
  *
  * tools/bench/RESULTS.md has the numbers. */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "engine/gemm.h"
@@ -97,8 +101,12 @@ static void linear_table(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* --avx2: dlrun's side on the AVX2 kernels (a CPU without AVX-512) */
+	if (argc > 1 && strcmp(argv[1], "--avx2") == 0)
+		printf("dl_sgemm_rows on kernel level %d (AVX2)\n", dl_sgemm_rows_kernels(1));
+
 	static const struct { int M, K, N, nx, tb; const char *what; } sh[] = {
 		{64, 64, 56, 36, 1, "resnet18 layer1, F(4x4), 224 b1 and b32"},
 		{128, 128, 49, 36, 1, "resnet18 layer2, F(4x4), 224 b1"},
