@@ -642,32 +642,30 @@ START_TEST(xwt_packed_chains)
 }
 END_TEST
 
-/* The choice at a weight's first product: DL_XWT_MAX_ROWS rows or fewer
- * pack it (with AVX-512), more leave it as rows on OpenBLAS, for good:
- * a later product of 5 rows does not pack it. */
-START_TEST(xwt_rows_rule)
+/* A weight first multiplied by many rows is packed too (there was a
+ * 512-row limit until dl_sgemm_rows took many rows in blocks): 1037 rows,
+ * five blocks of 208 and 205 rows (gemm_rows.c, rows_avx512_tall), every
+ * output the fmaf chain with AVX-512; then 5 rows on the same panels. */
+START_TEST(xwt_many_rows)
 {
-	enum { O = 40, I = 24, M = DL_XWT_MAX_ROWS + 1 };
-	static float W[2][O * I], W0[O * I], x[M * I], y[M * O];
+	enum { O = 37, I = 300, M = 1037 };
+	static float W[O * I], W0[O * I], x[M * I], y[M * O];
 	struct dl_rng r;
 	dl_rng_seed(&r, 41);
 	for (int i = 0; i < O * I; i++)
-		W[0][i] = W[1][i] = W0[i] = (float)dl_rng_normal(&r);
+		W[i] = W0[i] = (float)dl_rng_normal(&r);
 	for (int i = 0; i < M * I; i++)
 		x[i] = (float)dl_rng_normal(&r);
+	int avx512 = dl_sgemm_rows_level() == 2;
 	struct dl_graph g;
 	memset(&g, 0, sizeof g);
 	struct dl_xwt_set *set = dl_xwt_set_new(&g);
 	ck_assert(set != NULL);
-	dl_xwt(set, y, x, I, M, I, W[0], O);
-	xwt_check(y, x, I, W0, M, I, O, 0, "first call past the rows");
-	dl_xwt(set, y, x, I, 5, I, W[0], O);
-	xwt_check(y, x, I, W0, 5, I, O, 0, "then 5 rows");
-	ck_assert_int_eq(dl_xwt_packed(set), 0);
-	ck_assert(memcmp(W[0], W0, sizeof W0) == 0);
-	dl_xwt(set, y, x, I, M - 1, I, W[1], O);
-	xwt_check(y, x, I, W0, M - 1, I, O, dl_sgemm_rows_level() == 2, "first call at the rows");
-	ck_assert_int_eq(dl_xwt_packed(set), dl_sgemm_rows_level() == 2);
+	dl_xwt(set, y, x, I, M, I, W, O);
+	xwt_check(y, x, I, W0, M, I, O, avx512, "first call, 1037 rows");
+	ck_assert_int_eq(dl_xwt_packed(set), avx512);
+	dl_xwt(set, y, x, I, 5, I, W, O);
+	xwt_check(y, x, I, W0, 5, I, O, avx512, "then 5 rows");
 	dl_xwt_set_free(set);
 }
 END_TEST
@@ -970,7 +968,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, gemm_rows_blocks);
 	tcase_add_test(tc, xwt_packed_chains);
 	tcase_add_test(tc, xwt_tied_rows);
-	tcase_add_test(tc, xwt_rows_rule);
+	tcase_add_test(tc, xwt_many_rows);
 	tcase_add_test(tc, xwt_out_of_memory);
 	tcase_add_test(tc, output_grad_in_place);
 	suite_add_tcase(s, tc);

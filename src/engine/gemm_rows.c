@@ -303,6 +303,30 @@ T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const
 	}
 }
 
+/* More than ROWS_TALL rows run as row blocks of at most ROWS_BLOCK, as
+ * equal as may be, one after the other: in one, a block of columns'
+ * partial sums for all the rows (4096 x NC floats, 4 MiB) went out of L2
+ * and back at every k block, and the products on packed weights took
+ * 1.10-1.12x OpenBLAS's time at 4096 rows (a decoder's batch of 32);
+ * in blocks of 256 rows, 0.99-1.00x (tools/bench/gemm_rows.c), each
+ * block reading the panels again, from L3. The same chains, so the same
+ * bits. */
+#define ROWS_TALL 512
+#define ROWS_BLOCK 256
+
+T512 static void rows_avx512_tall(int M, int N, int K, const float *A, int lda,
+				  const float *P, float *C, int ldc)
+{
+	if (M <= ROWS_TALL) {
+		rows_avx512(M, N, K, A, lda, P, C, ldc);
+		return;
+	}
+	int blocks = (M + ROWS_BLOCK - 1) / ROWS_BLOCK, rows = (M + blocks - 1) / blocks;
+	for (int m0 = 0; m0 < M; m0 += rows)
+		rows_avx512(M - m0 < rows ? M - m0 : rows, N, K, A + (int64_t)m0 * lda, lda, P,
+			    C + (int64_t)m0 * ldc, ldc);
+}
+
 /* AVX2: 16 registers, so 6 rows times the panel's two halves. */
 T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
 		  int64_t ldc, const int R, int nw, int more)
@@ -405,7 +429,7 @@ void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P,
 	switch (rows_level()) {
 #ifdef FX_X86
 	case 2:
-		rows_avx512(M, N, K, A, lda, P, C, ldc);
+		rows_avx512_tall(M, N, K, A, lda, P, C, ldc);
 		return;
 	case 1:
 		rows_avx2(M, N, K, A, lda, P, C, ldc);

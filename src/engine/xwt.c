@@ -179,7 +179,7 @@ static int pack(struct slot *e, float *W, int O, int I)
 }
 
 /* packed's body, one thread at a time */
-static int lookup(struct dl_xwt_set *s, float *W, int M, int O, int I, const float **tail)
+static int lookup(struct dl_xwt_set *s, float *W, int O, int I, const float **tail)
 {
 	struct slot *e = find(s, W);
 	if (!e->w) {
@@ -193,7 +193,7 @@ static int lookup(struct dl_xwt_set *s, float *W, int M, int O, int I, const flo
 			e->O = O;
 			e->I = I;
 			e->packed = !shared && dl_sgemm_rows_level() == 2 &&
-				    M <= DL_XWT_MAX_ROWS && pack(e, W, O, I) == 0;
+				    pack(e, W, O, I) == 0;
 			s->used++;
 			s->n_packed += e->packed;
 		}
@@ -203,15 +203,15 @@ static int lookup(struct dl_xwt_set *s, float *W, int M, int O, int I, const flo
 }
 
 /* Whether W is packed (its tail panel in *tail), packing it at its first
- * call when it may be; 0: use rows (shared, no AVX-512 at that call, more
- * than DL_XWT_MAX_ROWS rows at that call, or out of memory). A weight packed
+ * call when it may be; 0: use rows (shared, no AVX-512 at that call, or
+ * out of memory). A weight packed
  * stays packed whatever kernels dl_sgemm_rows uses later (the tests
  * change them): all give the same bits. */
-static int packed(struct dl_xwt_set *s, float *W, int M, int O, int I, const float **tail)
+static int packed(struct dl_xwt_set *s, float *W, int O, int I, const float **tail)
 {
 	int r;
 #pragma omp critical(dl_xwt)
-	r = lookup(s, W, M, O, I, tail);
+	r = lookup(s, W, O, I, tail);
 	return r;
 }
 
@@ -219,7 +219,7 @@ void dl_xwt(struct dl_xwt_set *s, float *out, const float *x, int ldx, int M, in
 	    int O)
 {
 	const float *tail = NULL;
-	if (!s || M <= 0 || O <= 0 || I <= 0 || !packed(s, W, M, O, I, &tail)) {
+	if (!s || M <= 0 || O <= 0 || I <= 0 || !packed(s, W, O, I, &tail)) {
 		dl_sgemm(0, 1, M, O, I, 1.0f, x, ldx, W, I, 0.0f, out, O);
 		return;
 	}

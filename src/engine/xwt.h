@@ -13,7 +13,8 @@
  * the place of its own rows), so it costs no memory; the last, partial
  * panel goes to a buffer of its own. Every product after that reads the
  * panels as they are (tools/bench/gemm_rows.c's linear table: 0.79x to
- * 0.91x OpenBLAS's time at 128 rows). Each output is then one chain of
+ * 0.91x OpenBLAS's time at 128 rows, 0.95-1.00x at 512 and 4096, where
+ * dl_sgemm_rows takes the rows in blocks). Each output is then one chain of
  * fused multiply-adds over i, so its bits do not depend on the batch, the
  * rows of a chunk or the threads.
  *
@@ -21,22 +22,13 @@
  * repeat) is never rearranged: the other reader wants rows. Nor is any
  * weight where dl_sgemm_rows has no AVX-512 kernels (`gemm_rows --avx2`:
  * its AVX2 kernels on packed weights took 1.10-1.21x OpenBLAS's time on
- * GPT-2's layer shapes and 3.3x on its LM head), or whose first product
- * has more than DL_XWT_MAX_ROWS rows, or when no set is given
- * (training).
- *
- * DL_XWT_MAX_ROWS: at a few thousand rows OpenBLAS's packing is paid
- * for, and its kernel, blocked for the rows too, is the faster one
- * (tools/bench/gemm_rows.c's products on packed weights against
- * OpenBLAS's time on GPT-2's layer shapes: 0.93-1.00 at 512 rows,
- * 1.12 at 4096, a decoder's batch of 32). The choice is made at a
- * weight's first product and kept. */
+ * GPT-2's layer shapes and 3.3x on its LM head), or when no set is
+ * given (training). The choice is made at a weight's first product and
+ * kept. */
 #ifndef DL_XWT_H
 #define DL_XWT_H
 
 #include <stddef.h>
-
-#define DL_XWT_MAX_ROWS 512
 
 struct dl_graph;
 struct dl_xwt_set;
@@ -49,8 +41,7 @@ void dl_xwt_set_free(struct dl_xwt_set *s);
 
 /* out[M, O] = x[M, I] W^T, W [O, I] rows I apart (its storage in the
  * parameter block), x rows ldx apart; out overwritten, rows O apart. With
- * s NULL, or W shared, or no AVX-512, or a first call of more than
- * DL_XWT_MAX_ROWS rows: dl_sgemm. Otherwise W is packed in
+ * s NULL, or W shared, or no AVX-512: dl_sgemm. Otherwise W is packed in
  * place at its first call (after which its storage no longer holds rows)
  * and every call runs on dl_sgemm_rows, shared among the threads by
  * panels. Thread-safe. */

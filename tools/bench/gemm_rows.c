@@ -53,8 +53,9 @@ static float *filled(int64_t n, unsigned seed)
  * weight packed once (src/engine/xwt.c packs it in place; here into a
  * copy, the same panels), so dlrun's side is the kernel alone, while
  * OpenBLAS packs W at every call as dl_sgemm does: a GPT-2-shaped
- * decoder's products at batch 1 (128 rows), at 512 and 4096 rows (where
- * engine/xwt.h stops packing) and at 5 rows, and a classifier head at
+ * decoder's products at batch 1 (128 rows), at 512 and 4096 rows (a
+ * batch of 32: dl_sgemm_rows takes such rows in blocks) and at 5 rows,
+ * and a classifier head at
  * batch 1. The best of 30 runs (5 for the LM head). */
 static void linear_table(void)
 {
