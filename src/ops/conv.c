@@ -2768,10 +2768,11 @@ static void convt_backward(float *dx, float *dw, float *db, const float *dy,
  * and col2im. perf of resnet-block's training step at batch 32 (8x8
  * planes of 32 channels) before: col2im 9.4% of the samples and that
  * GEMM about as much again. The adjoint runs in the layer's planned
- * scratch, on as many threads as it holds (layers with as many input
- * as output channels: all of them); where it holds none, the GEMM and
- * col2im as before. Its rounding is Winograd's: within 1e-5 of the
- * float64 sum, as the forward's. */
+ * scratch, which conv_infer makes large enough for it (with as many
+ * input as output channels the forward's already is); on fewer threads
+ * than that scratch holds, or none (then the GEMM and col2im), only when
+ * called with less than planned. Its rounding is Winograd's: within
+ * 1e-5 of the float64 sum, as the forward's. */
 static int adjoint_of(const struct geom *g, struct geom *a)
 {
 	if (g->transposed || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 ||
@@ -2840,14 +2841,16 @@ static int conv_infer(struct dl_node *n, const struct dl_shape *in,
 			"this convolution is too large for one GEMM (more than 2^31 elements per operand)");
 	/* scratch: one slot per thread (see slot_floats) */
 	int nt = dl_threads() > 0 ? dl_threads() : 1;
-	double slot = (double)slot_floats(&g);
+	double slot = (double)slot_floats(&g), shared = (double)shared_floats(&g);
+	struct geom a;   /* the backward's Winograd adjoint, in the same scratch */
+	if (adjoint_of(&g, &a) &&
+	    (double)slot_floats(&a) * nt + (double)shared_floats(&a) > slot * nt + shared) {
+		slot = (double)slot_floats(&a);
+		shared = (double)shared_floats(&a);
+	}
 	if (slot * nt * sizeof(float) > (double)DL_MAX_NUMEL)
 		return dl_node_error(err, n, HP_KERNEL, "this convolution needs too much scratch memory");
-	double wsf = slot * nt + (double)shared_floats(&g);
-	struct geom a;   /* the backward's Winograd adjoint, in the same scratch */
-	if (adjoint_of(&g, &a) && (double)slot_floats(&a) * nt + (double)shared_floats(&a) > wsf)
-		wsf = (double)slot_floats(&a) * nt + (double)shared_floats(&a);
-	n->ws_bytes = (size_t)wsf * sizeof(float);
+	n->ws_bytes = (size_t)(slot * nt + shared) * sizeof(float);
 	n->saved_bytes = 0;
 	n->keep_bytes = (size_t)shared_floats(&g) * sizeof(float);
 	n->macs = g.transposed ? g.N * g.C * g.H * g.W * OCg * kk
