@@ -470,8 +470,6 @@ static void rel_bwd(const struct att *a, const float *qi, int i,
 	}
 }
 
-/* Dense scores S[Tq, Tk] = score(q, k); tmp: bilinear [Tq, dk], additive
- * [(Tq + Tk) A] */
 /* Dense causal slices multiply in blocks of ATT_CAUSAL_ROWS queries,
  * each against the keys up to its last query, so the scores and the
  * weighted sum skip the masked triangle: 5/8 of the work at 128 tokens
@@ -484,12 +482,15 @@ static int causal_rows(const struct att *a)
 	return a->causal ? ATT_CAUSAL_ROWS : (a->Tq > 0 ? a->Tq : 1);
 }
 
-/* The keys rows [.., i1) of a dense slice see */
+/* The keys that queries [.., i1) of a dense slice see end here (the
+ * materialised path's blocks and the flash path's) */
 static int causal_keys(const struct att *a, int i1)
 {
 	return a->causal && i1 < a->Tk ? i1 : a->Tk;
 }
 
+/* Dense scores S[Tq, Tk] = score(q, k); tmp: bilinear [Tq, dk], additive
+ * [(Tq + Tk) A] */
 DL_CLONES static void dense_scores(const struct att *a, const float *q, int ldq,
 			 const float *k, int ldk, float *S, float *tmp)
 {
@@ -760,12 +761,6 @@ static void flash_scores(const struct att *a, const float *q, int ldq,
 	}
 }
 
-/* The keys a query block [i0, i0 + bq) can see end here */
-static int flash_kend(const struct att *a, int i0, int bq)
-{
-	return a->causal ? imin(a->Tk, i0 + bq) : a->Tk;
-}
-
 /* o rows [bq, dv] (stride ldo) = the attention of queries [i0, i0 + bq),
  * with their final row max m[bq] and sum l[bq] (a row with no allowed key:
  * zeros, l = 0); S: one block's scratch */
@@ -774,7 +769,7 @@ DL_CLONES static void flash_rows(const struct att *a, const float *q, int ldq,
 		       int i0, int bq, float *o, int ldo, float *S, float *m,
 		       float *l)
 {
-	int dv = a->dv, kend = flash_kend(a, i0, bq);
+	int dv = a->dv, kend = causal_keys(a, i0 + bq);
 	for (int r = 0; r < bq; r++) {
 		m[r] = -INFINITY;
 		l[r] = 0.0f;
@@ -842,7 +837,7 @@ DL_CLONES static void flash_bwd(const struct att *a, const float *q, int ldq,
 	float *O = D + ATT_FLASH_BQ;
 	for (int i0 = 0; i0 < a->Tq; i0 += ATT_FLASH_BQ) {
 		int bq = imin(ATT_FLASH_BQ, a->Tq - i0);
-		int kend = flash_kend(a, i0, bq);
+		int kend = causal_keys(a, i0 + bq);
 		const float *gb = go + (int64_t)i0 * ldgo;
 		flash_rows(a, q, ldq, k, ldk, v, ldv, i0, bq, O, dv, P, m, l);
 		for (int r = 0; r < bq; r++)
