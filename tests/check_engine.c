@@ -642,6 +642,23 @@ START_TEST(xwt_packed_chains)
 }
 END_TEST
 
+/* W0 [nw] and then x [nx] standard normal from seed, and a set for a
+ * graph without parameters (nothing tied) */
+static struct dl_xwt_set *xwt_setup(uint64_t seed, float *W0, int nw, float *x, int nx)
+{
+	struct dl_rng r;
+	dl_rng_seed(&r, seed);
+	for (int i = 0; i < nw; i++)
+		W0[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < nx; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	struct dl_graph g;
+	memset(&g, 0, sizeof g);
+	struct dl_xwt_set *set = dl_xwt_set_new(&g);
+	ck_assert(set != NULL);
+	return set;
+}
+
 /* A weight first multiplied by many rows is packed too (there was a
  * 512-row limit until dl_sgemm_rows took many rows in blocks): 1037 rows,
  * five blocks of 208 and 205 rows (gemm_rows.c, rows_avx512_tall), every
@@ -650,17 +667,9 @@ START_TEST(xwt_many_rows)
 {
 	enum { O = 37, I = 300, M = 1037 };
 	static float W[O * I], W0[O * I], x[M * I], y[M * O];
-	struct dl_rng r;
-	dl_rng_seed(&r, 41);
-	for (int i = 0; i < O * I; i++)
-		W[i] = W0[i] = (float)dl_rng_normal(&r);
-	for (int i = 0; i < M * I; i++)
-		x[i] = (float)dl_rng_normal(&r);
+	struct dl_xwt_set *set = xwt_setup(41, W0, O * I, x, M * I);
+	memcpy(W, W0, sizeof W0);
 	int avx512 = dl_sgemm_rows_level() == 2;
-	struct dl_graph g;
-	memset(&g, 0, sizeof g);
-	struct dl_xwt_set *set = dl_xwt_set_new(&g);
-	ck_assert(set != NULL);
 	dl_xwt(set, y, x, I, M, I, W, O);
 	xwt_check(y, x, I, W0, M, I, O, avx512, "first call, 1037 rows");
 	ck_assert_int_eq(dl_xwt_packed(set), avx512);
@@ -686,17 +695,10 @@ START_TEST(xwt_out_of_memory)
 {
 	enum { O = 37, I = 24, M = 5 };
 	static float W[3][O * I], W0[O * I], x[M * I], y[M * O];
-	struct dl_rng r;
-	dl_rng_seed(&r, 43);
-	for (int i = 0; i < O * I; i++)
-		W[0][i] = W[1][i] = W[2][i] = W0[i] = (float)dl_rng_normal(&r);
-	for (int i = 0; i < M * I; i++)
-		x[i] = (float)dl_rng_normal(&r);
+	struct dl_xwt_set *set = xwt_setup(43, W0, O * I, x, M * I);
+	for (int w = 0; w < 3; w++)
+		memcpy(W[w], W0, sizeof W0);
 	int avx512 = dl_sgemm_rows_level() == 2;
-	struct dl_graph g;
-	memset(&g, 0, sizeof g);
-	struct dl_xwt_set *set = dl_xwt_set_new(&g);
-	ck_assert(set != NULL);
 	dl_xwt_test_alloc(xwt_failing_alloc);
 	/* no panel copy (W[0]), then no tail buffer (W[1]) */
 	for (int w = 0; w < 2; w++) {
