@@ -3,7 +3,9 @@
 under tests/fixtures/fuse/ (src/engine/fuse.c): convolutions followed by
 batch norm (folded at inference, non-trivial running statistics), relu,
 relu6, silu, gelu and residual adds; a Winograd-sized 3x3 convolution; a
-depthwise one; conv1d; linear + bias + gelu + residual. tests/fixtures.sh
+depthwise one; conv1d; linear + bias + gelu + residual; dropouts (the
+identity at inference) inside chains and on their own; a pre-norm
+transformer encoder layer, whose inner graph is fused. tests/fixtures.sh
 runs them through `dlrun infer` (fused), tests/fuse.sh also with
 DLRUN_FUSE=0 (unfused) and compares the two.
 
@@ -61,8 +63,11 @@ class Res(nn.Module):
         return self.post(y) if self.post is not None else y
 
 
-def write(name, yaml_text, module, shape, batch):
+def write(name, yaml_text, make, shape, batch):
+    """make: the module's constructor, called after seeding (so its
+    initial weights, like the rest, depend on the case alone)"""
     seeded(name)
+    module = make()
     randomise_bn(module)
     module = module.double().eval()
     with torch.no_grad():
@@ -180,20 +185,80 @@ class LinRes(nn.Module):
         return torch.relu(x + nn.functional.gelu(self.fc(x)))
 
 
+DROP_YAML = """# dropouts at inference: one after a layer norm (skipped on its own), one
+# inside each linear's chain: linear + gelu + dropout, linear + dropout +
+# residual add (tools/gen_fuse_fixtures.py)
+inputs:
+  x: {shape: [4, 13]}
+layers:
+  - name: block_in
+    identity: {}
+  - name: ln
+    layer_norm: {}
+  - dropout: {p: 0.2}
+  - name: fc1
+    linear: {out_features: 21}
+  - gelu: {}
+  - dropout: {p: 0.5}
+  - name: fc2
+    linear: {out_features: 13}
+  - dropout: {p: 0.1}
+  - in: [block_in, _]
+    add: {}
+"""
+
+
+class DropRes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(13)
+        self.fc1 = nn.Linear(13, 21)
+        self.fc2 = nn.Linear(21, 13)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(self.drop(nn.functional.gelu(self.fc1(self.drop(self.ln(x)))))))
+
+
+ENC_YAML = """# a pre-norm causal encoder layer with gelu and dropout: its inner graph
+# runs fused (dropout1 skipped, linear1 + gelu + dropout, linear2 +
+# dropout2 + the residual add) (tools/gen_fuse_fixtures.py)
+inputs:
+  x: {shape: [7, 12]}
+layers:
+  - name: layer
+    transformer_encoder_layer: {nhead: 3, dim_feedforward: 19, dropout: 0.1, activation: gelu,
+                                norm_first: true, causal: true}
+"""
+
+
+class Enc(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(12, 3, 19, dropout=0.1, activation="gelu",
+                                                batch_first=True, norm_first=True)
+
+    def forward(self, x):
+        mask = torch.triu(torch.full((7, 7), float("-inf"), dtype=x.dtype), diagonal=1)
+        return self.layer(x, src_mask=mask)
+
+
 def main():
     for batch, tag in ((3, ""), (1, "_b1")):
-        write("conv_bn_relu_res" + tag, RES_YAML, ResTop(), [6, 9, 7], batch)
-        write("winograd_bn_relu6" + tag, WINO_YAML, nn.Sequential(
+        write("conv_bn_relu_res" + tag, RES_YAML, ResTop, [6, 9, 7], batch)
+        write("winograd_bn_relu6" + tag, WINO_YAML, lambda: nn.Sequential(
             nn.Conv2d(17, 19, 3, padding=1, bias=False), nn.BatchNorm2d(19), nn.ReLU6(),
             nn.Conv2d(19, 19, 1), nn.SiLU()), [17, 11, 9], batch)
-        write("depthwise_bn" + tag, DW_YAML, nn.Sequential(
+        write("depthwise_bn" + tag, DW_YAML, lambda: nn.Sequential(
             nn.Conv2d(5, 5, 3, padding=1, groups=5, bias=False), nn.BatchNorm2d(5), nn.ReLU6(),
             nn.Conv2d(5, 7, 3, stride=2, padding=1), nn.BatchNorm2d(7),
             nn.GELU(approximate="tanh")), [5, 13, 11], batch)
-        write("conv1d_bn_gelu" + tag, CONV1D_YAML, nn.Sequential(
+        write("conv1d_bn_gelu" + tag, CONV1D_YAML, lambda: nn.Sequential(
             nn.Conv1d(4, 6, 3, padding=2, dilation=2), nn.BatchNorm1d(6), nn.GELU()),
             [4, 15], batch)
-        write("linear_gelu_res" + tag, LINEAR_YAML, LinRes(), [3, 13], batch)
+        write("linear_gelu_res" + tag, LINEAR_YAML, LinRes, [3, 13], batch)
+        write("linear_dropout_res" + tag, DROP_YAML, DropRes, [4, 13], batch)
+        write("encoder_layer" + tag, ENC_YAML, Enc, [7, 12], batch)
 
 
 if __name__ == "__main__":

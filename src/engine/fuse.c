@@ -15,14 +15,23 @@
  *       add of two inputs of the same shape whose other input was made
  *         before the chain's head (a model input, or an earlier node's
  *         output: it is in memory when the head runs);
- *       relu, relu6, silu or gelu after the add: the second activation.
+ *       relu, relu6, silu or gelu after the add: the second activation;
+ *       dropout, dropout2d, drop_path or identity, anywhere after the
+ *       head: the identity at inference, skipped.
  * A chain of the head alone is not fused. The head then writes the chain's
  * last output, applying the epilogue to each tile of rows while it is in
- * cache; the other nodes of the chain are skipped, their outputs share the
- * last one's buffer (aliases), which the layout places from the head's step
- * on. Each kernel of the epilogue computes what the unfused op does, in the
- * same order, so fused and unfused outputs agree (tests/fuse.sh). Training
- * plans are never fused: backward needs every activation. */
+ * cache (a linear head: to its output rows after the product); the other
+ * nodes of the chain are skipped, their outputs share the last one's
+ * buffer (aliases), which the layout places from the head's step on. Each kernel of the epilogue computes what the unfused op does, in the
+ * same order, so fused and unfused outputs agree (tests/fuse.sh).
+ *
+ * An identity node outside a chain (a dropout after attention) is skipped
+ * too when its input is an earlier node's output with no other reader and
+ * no alias: that node writes the identity's output buffer directly (each
+ * was a copy of [T, d] floats per layer of a decoder). Composite ops' inner
+ * graphs run the same pass (ops/subgraph.c plans both layouts, dl_ctx.fuse
+ * chooses). Training plans are never fused: backward needs every
+ * activation. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +74,29 @@ static int act_of(const struct dl_node *n)
 	return DL_ACT_NONE;
 }
 
+/* The identity at inference (dropout's kinds in eval mode). */
+static int is_identity(const struct dl_node *n)
+{
+	return is(n, "dropout") || is(n, "dropout2d") || is(n, "drop_path") || is(n, "identity");
+}
+
+/* n (an identity outside a chain) skipped, its input written straight
+ * into its output's buffer, when that input is an earlier node's output
+ * read only by n and not fused already. */
+static void skip_identity(struct dl_graph *g, struct dl_node *n, const int *readers)
+{
+	if (n->n_in != 1 || (n->op->n_outputs && n->op->n_outputs(n) > 1))
+		return;
+	int v = n->in[0];
+	struct dl_value *x = &g->values[v];
+	if (v < g->n_inputs || x->producer < 0 || readers[v] != 1 || x->pinned || x->alias ||
+	    x->born || g->values[n->out].born)
+		return;
+	x->alias = n->out + 1;
+	g->values[n->out].born = x->producer + 1;
+	n->fused = 1;
+}
+
 static int head_of(const struct dl_node *n)
 {
 	if (is(n, "linear"))
@@ -101,6 +133,8 @@ int dl_graph_fuse(struct dl_graph *g)
 	for (int i = 0; i < g->n_nodes; i++) {
 		struct dl_node *h = &g->nodes[i];
 		int kind = head_of(h);
+		if (is_identity(h))
+			skip_identity(g, h, readers);
 		if (!kind || (h->op->n_outputs && h->op->n_outputs(h) > 1))
 			continue;
 		struct dl_epilogue e = {.bn = -1, .res = -1, .last = i};
@@ -125,6 +159,8 @@ int dl_graph_fuse(struct dl_graph *g)
 				if (rv->producer >= i || !dl_shape_equal(&rv->shape, &x->shape))
 					break;
 				e.res = r;
+			} else if (is_identity(n) && n->n_in == 1 && n->in[0] == v) {
+				/* nothing to do */
 			} else {
 				break;
 			}
@@ -271,9 +307,12 @@ DL_CLONES void dl_epilogue_cols(const struct dl_epilogue *e, float *y, const flo
 	#pragma omp parallel for if (rows * C > 32768)
 	for (int64_t m = 0; m < rows; m++) {
 		float *o = y + m * C;
-		if (e->bias)
+		if (e->bias) {
+			const float *b = e->bias;
+			#pragma omp simd
 			for (int64_t j = 0; j < C; j++)
-				o[j] += e->bias[j];
+				o[j] += b[j];
+		}
 		act_row(e->act1, o, C);
 		if (r) {
 			const float *rr = r + m * C;

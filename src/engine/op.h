@@ -179,6 +179,10 @@ struct dl_ctx {
 	                            * bench without --train): an op may keep
 	                            * a transform of them in n->priv, made at
 	                            * its first call */
+	int fuse;                  /* with fixed_weights: composite ops run
+	                            * their inner graphs through the fusion
+	                            * pass (engine/fuse.c), as dl_graph.fuse
+	                            * does for the graph itself */
 	struct dl_xwt_set *xwt;    /* with fixed_weights: the weights of
 	                            * y = x W^T products packed once
 	                            * (engine/xwt.h); NULL: dl_sgemm */
@@ -187,6 +191,13 @@ struct dl_ctx {
 	                            * add its value here, and their backward
 	                            * adds its gradient; NULL: not wanted */
 };
+
+/* Inner graphs of this call run fused: inference on fixed weights with
+ * fusion wanted (dl_ctx.fuse). */
+static inline int dl_ctx_fuses(const struct dl_ctx *ctx)
+{
+	return ctx->fuse && ctx->fixed_weights && !ctx->train;
+}
 
 /* Most ops have one output; an op whose n_outputs says more gets `out` as
  * an array of n_out shapes (infer) or tensors (forward, backward), and

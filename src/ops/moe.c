@@ -231,7 +231,7 @@ static const float *run_expert(struct dl_node *n, int e, int64_t cnt, int64_t D,
 		*used += dl_sub_bind_packed(g, (char *)ctx->saved + m->experts + *used,
 					    ws + m->inner_ws);
 	else
-		dl_sub_bind(n, subs(n), e, 0, ws + m->arena, ws + m->inner_ws);
+		dl_sub_bind(n, subs(n), e, 0, dl_ctx_fuses(ctx), ws + m->arena, ws + m->inner_ws);
 	struct dl_ctx sub = *ctx;
 	float *in[1] = {xg};
 	dl_graph_forward(g, in, &sub);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/fuse.h"
 #include "ops/subgraph.h"
 
 #define ALIGN 64
@@ -23,6 +24,9 @@ struct view {
 /* The plan of one inner graph: offsets from the base its caller gives. */
 struct plan {
 	size_t *off;         /* [n_values] inference activations */
+	size_t *foff;        /* [n_values] the same, fused (engine/fuse.c) */
+	int fusable;         /* the fusion pass finds chains in the graph */
+	int fused;           /* the graph's nodes are marked fused now */
 	size_t *toff, *tgoff;/* [n_values] training activations, gradients */
 	size_t *tsaved;      /* [n_nodes] training saved state */
 };
@@ -74,7 +78,7 @@ static struct state *state_new(struct dl_node *n, const struct dl_subgraphs *s)
 	size_t names = 0, offs = 0;
 	for (int g = 0; g < s->n; g++) {
 		const struct dl_graph *gr = s->g[g];
-		offs += 3 * (size_t)gr->n_values + (size_t)gr->n_nodes;
+		offs += 4 * (size_t)gr->n_values + (size_t)gr->n_nodes;
 		for (int j = 0; j < gr->n_nodes; j++)
 			for (int k = 0; k < gr->nodes[j].n_params; k++) {
 				count++;
@@ -99,7 +103,8 @@ static struct state *state_new(struct dl_node *n, const struct dl_subgraphs *s)
 		const struct dl_graph *gr = s->g[g];
 		struct plan *p = &st->plans[g];
 		p->off = o;
-		p->toff = p->off + gr->n_values;
+		p->foff = p->off + gr->n_values;
+		p->toff = p->foff + gr->n_values;
 		p->tgoff = p->toff + gr->n_values;
 		p->tsaved = p->tgoff + gr->n_values;
 		o = p->tsaved + gr->n_nodes;
@@ -152,6 +157,29 @@ static int arrays(struct dl_graph *g, struct dl_error *err)
 	return 0;
 }
 
+/* The fusion pass over g and its inference layout: p->foff, *arena its
+ * size; 0 and nothing fusable when the pass finds no chain or has no
+ * memory (the graph then runs unfused). */
+static int fused_layout(struct dl_graph *g, struct plan *p, size_t *arena,
+			struct dl_error *err)
+{
+	*arena = 0;
+	p->fusable = 0;
+	if (dl_graph_fuse(g) != 0)
+		return 0;
+	for (int i = 0; i < g->n_nodes; i++)
+		p->fusable |= g->nodes[i].fused;
+	if (!p->fusable)
+		return 0;
+	int rc = dl_graph_layout(g, 0, arena, err);
+	if (rc)
+		return rc;
+	for (int v = 0; v < g->n_values; v++)
+		p->foff[v] = g->values[v].alias ? g->values[g->values[v].alias - 1].offset
+						: g->values[v].offset;
+	return 0;
+}
+
 int dl_sub_plan(struct dl_node *n, const struct dl_subgraphs *s,
 		struct dl_sub_sizes *sz, struct dl_error *err)
 {
@@ -171,12 +199,20 @@ int dl_sub_plan(struct dl_node *n, const struct dl_subgraphs *s,
 		size_t arena, train;
 		if ((rc = arrays(g, err)) != 0)
 			return rc;
-		/* the inference layout, then the training one, whose lifetimes
-		 * the inner backward reads (when a gradient starts) */
-		if ((rc = dl_graph_layout(g, 0, &arena, err)) != 0)
+		/* the inference layouts, fused and not (the arena holds
+		 * either), then the training one, whose lifetimes the inner
+		 * backward reads (when a gradient starts) */
+		if ((rc = fused_layout(g, p, &arena, err)) != 0)
+			return rc;
+		dl_graph_unfuse(g);
+		p->fused = 0;
+		size_t plain;
+		if ((rc = dl_graph_layout(g, 0, &plain, err)) != 0)
 			return rc;
 		for (int v = 0; v < g->n_values; v++)
 			p->off[v] = g->values[v].offset;
+		if (plain > arena)
+			arena = plain;
 		if ((rc = dl_graph_layout(g, 1, &train, err)) != 0)
 			return rc;
 		for (int v = 0; v < g->n_values; v++) {
@@ -219,13 +255,24 @@ void dl_sub_link(struct dl_node *n, const struct dl_subgraphs *s)
 }
 
 void dl_sub_bind(struct dl_node *n, const struct dl_subgraphs *s, int i,
-		 int train, char *base, char *ws)
+		 int train, int fuse, char *base, char *ws)
 {
-	const struct state *st = n->priv;
-	const struct plan *p = &st->plans[i];
+	struct state *st = n->priv;
+	struct plan *p = &st->plans[i];
 	struct dl_graph *g = s->g[i];
+	/* training ignores the marks; inference follows them, so they are
+	 * made or removed to match (once, when the wish changes) */
+	int want = !train && fuse && p->fusable;
+	if (!train && want != p->fused) {
+		if (want && dl_graph_fuse(g) != 0)
+			want = 0;
+		if (!want)
+			dl_graph_unfuse(g);
+		p->fused = want;
+	}
+	const size_t *off = train ? p->toff : want ? p->foff : p->off;
 	for (int v = g->n_inputs; v < g->n_values; v++) {
-		g->values[v].data = (float *)(base + (train ? p->toff[v] : p->off[v]));
+		g->values[v].data = (float *)(base + off[v]);
 		g->values[v].grad = train ? (float *)(base + p->tgoff[v]) : NULL;
 	}
 	g->arena = base;

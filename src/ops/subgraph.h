@@ -41,11 +41,14 @@ const struct dl_sub_sizes *dl_sub_planned(const struct dl_node *n);
 void dl_sub_link(struct dl_node *n, const struct dl_subgraphs *s);
 /* Places inner graph s->g[i] as planned by dl_sub_plan: training, its
  * activations, gradients and saved state at base (sz.train bytes);
- * inference, its activations at base (sz.arena bytes); the inner
- * workspace at ws (sz.ws bytes). Shapes may since have shrunk (fewer
- * rows: a mixture's expert on its share of the tokens). */
+ * inference, its activations at base (sz.arena bytes), fused
+ * (engine/fuse.c: bias, activations, residual adds in the products'
+ * epilogues, dropouts skipped) when fuse is set (dl_ctx_fuses) and
+ * plain otherwise; the inner workspace at ws (sz.ws bytes). Shapes may
+ * since have shrunk (fewer rows: a mixture's expert on its share of the
+ * tokens). */
 void dl_sub_bind(struct dl_node *n, const struct dl_subgraphs *s, int i,
-		 int train, char *base, char *ws);
+		 int train, int fuse, char *base, char *ws);
 /* Training memory of g laid out one buffer after another (no reuse) for
  * its current shapes: bytes, each buffer's rounded up to 64 when aligned,
  * else exact (to bound a sum over calls). *terms: how many buffers. */

@@ -237,9 +237,9 @@ static struct dl_graph *bind(struct dl_node *n, struct dl_ctx *ctx)
 {
 	dl_sub_link(n, n->sub);
 	if (ctx->saved)
-		dl_sub_bind(n, n->sub, 0, 1, ctx->saved, ctx->ws);
+		dl_sub_bind(n, n->sub, 0, 1, 0, ctx->saved, ctx->ws);
 	else
-		dl_sub_bind(n, n->sub, 0, 0, ctx->ws,
+		dl_sub_bind(n, n->sub, 0, 0, dl_ctx_fuses(ctx), ctx->ws,
 			    (char *)ctx->ws + dl_sub_planned(n)->arena);
 	return layer(n);
 }

@@ -51,7 +51,7 @@ struct bench {
 static int iterate(struct bench *B, struct dl_error *err)
 {
 	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads(),
-			      .fixed_weights = !B->train, .xwt = B->xwt};
+			      .fixed_weights = !B->train, .fuse = verb_fuse(), .xwt = B->xwt};
 	if (!B->train) {
 		dl_step_forward(&B->step, B->in, &ctx);
 		return 0;
@@ -118,6 +118,18 @@ static void free_bench(struct bench *B)
 	dl_graph_free(B->g);
 }
 
+/* How many inner entries of composite n (a transformer layer, a mixture's
+ * experts) ran fused in the last forward. */
+static int fused_inside(const struct dl_node *n)
+{
+	const struct dl_subgraphs *s = n->sub;
+	int count = 0;
+	for (int k = 0; s && k < s->n; k++)
+		for (int j = 0; j < s->g[k]->n_nodes; j++)
+			count += s->g[k]->nodes[j].fused != 0;
+	return count;
+}
+
 static void report(const struct bench *B, const char *model, long long batch, int iters,
 		   double startup, double *it_ms, double *node_ms, int json)
 {
@@ -145,6 +157,10 @@ static void report(const struct bench *B, const char *model, long long batch, in
 			/* computed by an earlier entry's fused epilogue */
 			if (e && g->nodes[i].fused)
 				json_object_set_new(e, "fused", json_true());
+			/* a composite's inner entries that were */
+			int inside = fused_inside(&g->nodes[i]);
+			if (e && inside)
+				json_object_set_new(e, "fused_inside", json_integer(inside));
 			json_array_append_new(entries, e);
 		}
 		json_t *o = json_pack("{s:s, s:I, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:o}",

@@ -372,7 +372,7 @@ static int run_step(struct infer *I, struct dl_error *err)
 	if (!I->xwt)
 		I->xwt = verb_xwt(g);
 	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads(),
-			      .fixed_weights = 1, .xwt = I->xwt};
+			      .fixed_weights = 1, .fuse = verb_fuse(), .xwt = I->xwt};
 	if (I->streamed && (rc = grow_floats(&I->in_data[0], &I->in_cap[0],
 					    step * dl_shape_prod(&I->in_shape[0], 1, I->in_shape[0].ndim),
 					    err)) != 0)
