@@ -14,6 +14,7 @@
 #include "engine/gemm.h"
 #include "engine/graph.h"
 #include "engine/threads.h"
+#include "engine/vmath.h"
 #include "engine/xwt.h"
 #include "model/yamlutil.h"
 
@@ -948,6 +949,59 @@ START_TEST(suggestions)
 }
 END_TEST
 
+/* engine/vmath.h's softmax pieces: every length around the 16 lanes,
+ * against a double softmax; exact zeros for -inf and far-under scores,
+ * NaNs as PyTorch gives them. */
+START_TEST(row_softmax_pieces)
+{
+	static const int lens[] = {0, 1, 5, 15, 16, 17, 33, 100};
+	float x[100], y[100];
+	for (size_t c = 0; c < sizeof lens / sizeof *lens; c++) {
+		int n = lens[c];
+		float mx = -INFINITY;
+		double sum = 0.0;
+		for (int t = 0; t < n; t++) {
+			x[t] = (float)(10.0 * sin(0.91 * t + 0.3 * n));
+			mx = x[t] > mx ? x[t] : mx;
+		}
+		ck_assert(dl_row_max(x, n) == mx);
+		if (n == 0)
+			continue;
+		for (int t = 0; t < n; t++)
+			sum += exp((double)x[t] - mx);
+		float s = dl_row_exp(y, x, n, mx);
+		ck_assert(s == dl_row_exp_sum(x, n, mx));
+		ck_assert(s == dl_row_sum(y, n));
+		ck_assert_msg(fabs(s - sum) <= 1e-6 * sum, "n %d: sum %.9g, double %.9g", n, s, sum);
+		dl_row_softmax(y, x, n);
+		for (int t = 0; t < n; t++) {
+			double p = exp((double)x[t] - mx) / sum;
+			ck_assert_msg(fabs(y[t] - p) <= 1e-6 * p + 1e-12, "n %d, t %d: %.9g, double %.9g",
+				      n, t, y[t], p);
+		}
+	}
+	/* masked (-inf) and 2000 under the max: exactly 0 */
+	float z[19];
+	for (int t = 0; t < 19; t++)
+		z[t] = t % 3 == 0 ? -INFINITY : t == 7 ? -1000.0f : t == 11 ? 1000.0f : 0.5f * t;
+	dl_row_softmax(z, z, 19);
+	for (int t = 0; t < 19; t++)
+		ck_assert_msg(t == 11 ? z[t] == 1.0f : z[t] == 0.0f, "t %d: %g", t, z[t]);
+	/* a NaN, an infinity, or nothing but -inf: NaNs, as PyTorch's */
+	for (int k = 0; k < 3; k++) {
+		for (int t = 0; t < 17; t++)
+			z[t] = k == 2 ? -INFINITY : (float)t;
+		if (k == 0)
+			z[16] = NAN;
+		else if (k == 1)
+			z[3] = INFINITY;
+		dl_row_softmax(z, z, 17);
+		for (int t = 0; t < 17; t++)
+			ck_assert_msg(isnan(z[t]), "case %d, t %d: %g", k, t, z[t]);
+	}
+}
+END_TEST
+
 Suite *make_engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -973,6 +1027,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, xwt_many_rows);
 	tcase_add_test(tc, xwt_out_of_memory);
 	tcase_add_test(tc, output_grad_in_place);
+	tcase_add_test(tc, row_softmax_pieces);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -318,36 +318,60 @@ static void mish_backward(float *dinp, const float *dout, const float *inp,
 
 /* ---- softmax along one dimension: inp, out [outer, D, inner] ---- */
 
-static void softmax_forward(float *out, const float *inp, int64_t outer,
-			    int64_t D, int64_t inner, int log)
+/* One lane of D values inner apart (a dimension before the last), one at
+ * a time with libm's expf and a double sum. */
+static void softmax_lane(float *y, const float *x, int64_t D, int64_t inner, int log)
+{
+	float max = -INFINITY;
+	for (int64_t d = 0; d < D; d++)
+		if (x[d * inner] > max)
+			max = x[d * inner];
+	double sum = 0.0;
+	if (log) {
+		for (int64_t d = 0; d < D; d++)
+			sum += expf(x[d * inner] - max);
+		float lsum = logf((float)sum);
+		for (int64_t d = 0; d < D; d++)
+			y[d * inner] = (x[d * inner] - max) - lsum;
+	} else {
+		for (int64_t d = 0; d < D; d++) {
+			float e = expf(x[d * inner] - max);
+			y[d * inner] = e;
+			sum += e;
+		}
+		float inv = (float)(1.0 / sum);
+		for (int64_t d = 0; d < D; d++)
+			y[d * inner] *= inv;
+	}
+}
+
+DL_CLONES static void softmax_forward(float *out, const float *inp, int64_t outer,
+				      int64_t D, int64_t inner, int log)
 {
 	int64_t lanes = outer * inner;
+	if (inner == 1) {
+		/* rows (the last dimension): engine/vmath.h's vectorised
+		 * pieces, the sums in float lanes as PyTorch's */
+#pragma omp parallel for if (lanes * D > PAR_MIN)
+		for (int64_t l = 0; l < lanes; l++) {
+			const float *x = inp + l * D;
+			float *y = out + l * D;
+			if (!log) {
+				dl_row_softmax(y, x, D);
+				continue;
+			}
+			float max = dl_row_max(x, D);
+			float lsum = logf(dl_row_exp_sum(x, D, max));
+			#pragma omp simd
+			for (int64_t d = 0; d < D; d++)
+				y[d] = (x[d] - max) - lsum;
+		}
+		return;
+	}
 #pragma omp parallel for if (lanes * D > PAR_MIN)
 	for (int64_t l = 0; l < lanes; l++) {
 		int64_t base = l / inner * D * inner + l % inner;
-		const float *x = inp + base;
-		float *y = out + base;
-		float max = -INFINITY;
-		for (int64_t d = 0; d < D; d++)
-			if (x[d * inner] > max)
-				max = x[d * inner];
-		double sum = 0.0;
-		if (log) {
-			for (int64_t d = 0; d < D; d++)
-				sum += expf(x[d * inner] - max);
-			float lsum = logf((float)sum);
-			for (int64_t d = 0; d < D; d++)
-				y[d * inner] = (x[d * inner] - max) - lsum;
-		} else {
-			for (int64_t d = 0; d < D; d++) {
-				float e = expf(x[d * inner] - max);
-				y[d * inner] = e;
-				sum += e;
-			}
-			float inv = (float)(1.0 / sum);
-			for (int64_t d = 0; d < D; d++)
-				y[d * inner] *= inv;
-		}
+		softmax_lane(out + base, inp + base, D, inner, log);
 	}
 }
 

@@ -590,45 +590,6 @@ DL_CLONES static void sparse_scores(const struct att *a, const float *q, int ldq
 
 /* ---- softmax with the masks ---- */
 
-/* The largest of s[0..n) and their sum, in SM_LANES running lanes (an
- * `omp simd` reduction of either stayed scalar): the sum as PyTorch's
- * vectorised softmax sums, in float lanes. */
-#define SM_LANES 16
-
-static inline __attribute__((always_inline)) float row_max(const float *s, int n)
-{
-	float l[SM_LANES], mx = -INFINITY;
-	int t = 0;
-	for (int j = 0; j < SM_LANES; j++)
-		l[j] = -INFINITY;
-	for (; t + SM_LANES <= n; t += SM_LANES) {
-		#pragma omp simd
-		for (int j = 0; j < SM_LANES; j++)
-			l[j] = s[t + j] > l[j] ? s[t + j] : l[j];
-	}
-	for (; t < n; t++)
-		mx = s[t] > mx ? s[t] : mx;
-	for (int j = 0; j < SM_LANES; j++)
-		mx = l[j] > mx ? l[j] : mx;
-	return mx;
-}
-
-static inline __attribute__((always_inline)) float row_sum(const float *s, int n)
-{
-	float l[SM_LANES] = {0}, sum = 0.0f;
-	int t = 0;
-	for (; t + SM_LANES <= n; t += SM_LANES) {
-		#pragma omp simd
-		for (int j = 0; j < SM_LANES; j++)
-			l[j] += s[t + j];
-	}
-	for (; t < n; t++)
-		sum += s[t];
-	for (int j = 0; j < SM_LANES; j++)
-		sum += l[j];
-	return sum;
-}
-
 /* Row i's scores s[c] (keys js, NULL: all Tk) -> probabilities, with the
  * attn_mask, key padding (nonzero = padding, whatever the input's dtype)
  * and (dense rows) causal mask; masked keys and
@@ -656,19 +617,13 @@ DL_CLONES static void row_softmax(const struct att *a, int i, const int *js, int
 		for (int t = 0; t < n; t++)
 			if (a->kpm[key_at(js, t)] != 0.0f)
 				s[t] = -INFINITY;
-	float mx = row_max(s, n);
+	/* engine/vmath.h: vectorised, a masked key's -inf 0 exactly */
+	float mx = dl_row_max(s, n);
 	if (mx == -INFINITY) {
 		memset(s, 0, sizeof(float) * (size_t)n);
 		return;
 	}
-	/* dl_expf vectorises where expf is a call per element (row_softmax
-	 * and __expf_fma were 1.6% of the GPT-2-shaped decoder's forward);
-	 * a masked key's -inf is 0 exactly, where dl_expf would give
-	 * exp(-87) */
-	#pragma omp simd
-	for (int t = 0; t < n; t++)
-		s[t] = s[t] == -INFINITY ? 0.0f : dl_expf(s[t] - mx);
-	float inv = 1.0f / row_sum(s, n);
+	float inv = 1.0f / dl_row_exp(s, s, n, mx);
 	#pragma omp simd
 	for (int t = 0; t < n; t++)
 		s[t] *= inv;
@@ -780,27 +735,22 @@ DL_CLONES static void flash_rows(const struct att *a, const float *q, int ldq,
 		flash_scores(a, q, ldq, k, ldk, i0, bq, j0, bk, S);
 		for (int r = 0; r < bq; r++) {
 			float *s = S + (int64_t)r * bk;
-			float mx = m[r];
-			for (int t = 0; t < bk; t++)
-				mx = s[t] > mx ? s[t] : mx;
+			float mx = dl_row_max(s, bk);
+			mx = m[r] > mx ? m[r] : mx;
 			if (mx == -INFINITY) {
 				memset(s, 0, sizeof(float) * (size_t)bk);
 				continue;
 			}
-			double sum = 0.0;
-			for (int t = 0; t < bk; t++) {
-				s[t] = expf(s[t] - mx);
-				sum += s[t];
-			}
+			float sum = dl_row_exp(s, s, bk, mx);
 			if (mx != m[r]) {
-				float alpha = expf(m[r] - mx);
+				float alpha = dl_exp_shifted(m[r], mx);
 				float *orow = o + (int64_t)r * ldo;
 				for (int e = 0; e < dv; e++)
 					orow[e] *= alpha;
 				l[r] *= alpha;
 				m[r] = mx;
 			}
-			l[r] += (float)sum;
+			l[r] += sum;
 		}
 		dl_sgemm(0, 0, bq, dv, bk, 1.0f, S, bk, v + (int64_t)j0 * ldv,
 			 ldv, 1.0f, o, ldo);
@@ -848,10 +798,14 @@ DL_CLONES static void flash_bwd(const struct att *a, const float *q, int ldq,
 			flash_scores(a, q, ldq, k, ldk, i0, bq, j0, bk, P);
 			for (int r = 0; r < bq; r++) {
 				float *p = P + (int64_t)r * bk;
-				float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+				float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f, mr = m[r];
+				if (inv == 0.0f) {
+					memset(p, 0, sizeof(float) * (size_t)bk);
+					continue;
+				}
+				#pragma omp simd
 				for (int t = 0; t < bk; t++)
-					p[t] = inv > 0.0f ? expf(p[t] - m[r]) * inv
-							  : 0.0f;
+					p[t] = dl_exp_shifted(p[t], mr) * inv;
 			}
 			if (dvv)
 				dl_sgemm(1, 0, bk, dv, bq, 1.0f, P, bk, gb, ldgo,

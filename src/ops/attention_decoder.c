@@ -13,6 +13,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/vmath.h"
 #include "ops/attention.h"
 
 enum { AD_CELL, AD_HIDDEN, AD_SCORE, AD_SIZE, AD_OUTPUT, AD_COUNT };
@@ -258,6 +259,12 @@ static const float *prev_state(const struct ad_dims *d, const float *st,
 	return init ? init : zero;
 }
 
+/* the attention weights of one step over the S memory positions */
+DL_CLONES static void scores_softmax(float *al, int S)
+{
+	dl_row_softmax(al, al, S);
+}
+
 static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 		   struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -292,17 +299,7 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 			const float *mb = mem + (size_t)b * S * Dm;
 			dl_score_forward(&d.sc, hp + (size_t)b * ld, H, mb, Dm,
 					 al, s.tmp);
-			float mx = -INFINITY;
-			for (int j = 0; j < S; j++)
-				mx = al[j] > mx ? al[j] : mx;
-			double sum = 0.0;
-			for (int j = 0; j < S; j++) {
-				al[j] = expf(al[j] - mx);
-				sum += al[j];
-			}
-			float inv = (float)(1.0 / sum);
-			for (int j = 0; j < S; j++)
-				al[j] *= inv;
+			scores_softmax(al, S);
 			dl_sgemm(0, 0, 1, Dm, S, 1.0f, al, S, mb, Dm, 0.0f,
 				 cx + ((size_t)b * T + t) * Dm, Dm);
 		}

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "engine/vmath.h"
 #include "train/loss.h"
 
 /* Fixed partition of every reduction: the chunk boundaries depend only on
@@ -136,9 +137,28 @@ static double sum_parts(const double *part)
 	return s;
 }
 
-double dl_loss_cross_entropy(const float *logits, const int64_t *labels,
-			     int64_t rows, int64_t classes,
-			     int64_t ignore_index, float *dlogits)
+/* One row's -log softmax(x)[y] (logsumexp(x) - x[y] = log(s) - (x[y] -
+ * max)), and with d its gradient times inv_m: exp(x - max) and the sum
+ * vectorised (engine/vmath.h, the sum in float lanes as PyTorch's
+ * log_softmax sums; libm's expf was a call per element, over 50257
+ * classes for a language model). Infinities and NaNs give NaN. */
+static inline __attribute__((always_inline)) double ce_row(const float *x, int64_t classes,
+							  int64_t y, float *d, float inv_m)
+{
+	float mx = dl_row_max(x, classes);
+	float s = d ? dl_row_exp(d, x, classes, mx) : dl_row_exp_sum(x, classes, mx);
+	if (d) {
+		const float inv_s = (float)(1.0 / (double)s);
+		#pragma omp simd
+		for (int64_t j = 0; j < classes; j++)
+			d[j] = (d[j] * inv_s - (float)(j == y)) * inv_m;
+	}
+	return log((double)s) - ((double)x[y] - mx);
+}
+
+DL_CLONES double dl_loss_cross_entropy(const float *logits, const int64_t *labels,
+				       int64_t rows, int64_t classes,
+				       int64_t ignore_index, float *dlogits)
 {
 	int64_t m = dl_loss_count_targets(labels, rows, ignore_index);
 	if (m == 0 || classes <= 0) {
@@ -161,27 +181,7 @@ double dl_loss_cross_entropy(const float *logits, const int64_t *labels,
 					memset(d, 0, (size_t)classes * sizeof *d);
 				continue;
 			}
-			float mx = x[0];
-			for (int64_t j = 1; j < classes; j++)
-				mx = x[j] > mx ? x[j] : mx;
-			double s = 0;
-			if (d) {
-				/* keep exp(x - max) for the softmax below */
-				for (int64_t j = 0; j < classes; j++) {
-					d[j] = expf(x[j] - mx);
-					s += d[j];
-				}
-			} else {
-				for (int64_t j = 0; j < classes; j++)
-					s += expf(x[j] - mx);
-			}
-			/* logsumexp(x) - x[y] = log(s) - (x[y] - max) */
-			acc += log(s) - ((double)x[y] - mx);
-			if (d) {
-				const float inv_s = (float)(1.0 / s);
-				for (int64_t j = 0; j < classes; j++)
-					d[j] = (d[j] * inv_s - (float)(j == y)) * inv_m;
-			}
+			acc += ce_row(x, classes, y, d, inv_m);
 		}
 		part[c] = acc;
 	}
