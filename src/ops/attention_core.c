@@ -902,12 +902,18 @@ DL_CLONES static void dense_scores_bwd(const struct att *a, const float *q, int 
 	switch (a->score) {
 	case SC_SCALED:
 	case SC_DOT:
-		if (dq)
-			dl_sgemm(0, 0, Tq, a->dq, Tk, a->scale, G, Tk, k, ldk,
-				 1.0f, dq, lddq);
-		if (dk)
-			dl_sgemm(1, 0, Tk, a->dq, Tq, a->scale, G, Tk, q, ldq,
-				 1.0f, dk, lddk);
+		/* causal: by blocks of queries, each with the keys it sees
+		 * (G is 0 past them), as dense_scores */
+		for (int i0 = 0; i0 < Tq; i0 += causal_rows(a)) {
+			int i1 = imin(Tq, i0 + causal_rows(a)), kend = causal_keys(a, i1);
+			const float *gb = G + (int64_t)i0 * Tk;
+			if (dq)
+				dl_sgemm(0, 0, i1 - i0, a->dq, kend, a->scale, gb, Tk, k, ldk,
+					 1.0f, dq + (int64_t)i0 * lddq, lddq);
+			if (dk)
+				dl_sgemm(1, 0, kend, a->dq, i1 - i0, a->scale, gb, Tk,
+					 q + (int64_t)i0 * ldq, ldq, 1.0f, dk, lddk);
+		}
 		if (a->K > 0)
 			for (int i = 0; i < Tq; i++)
 				rel_bwd(a, q + (int64_t)i * ldq, i, NULL, Tk,
@@ -1096,9 +1102,14 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 				G[t] = keep[t] ? P[t] * ks : 0.0f;
 			pd = G;
 		}
-		if (dvv)
-			dl_sgemm(1, 0, Tk, dv, Tq, 1.0f, pd, Tk, go, ldgo, 1.0f,
-				 dvv, lddv);
+		/* causal: each block of queries with the keys it sees, as
+		 * forward (the cells past them are zeros in pd) */
+		for (int i0 = 0; dvv && i0 < Tq; i0 += causal_rows(a)) {
+			int i1 = imin(Tq, i0 + causal_rows(a));
+			dl_sgemm(1, 0, causal_keys(a, i1), dv, i1 - i0, 1.0f,
+				 pd + (int64_t)i0 * Tk, Tk, go + (int64_t)i0 * ldgo, ldgo,
+				 1.0f, dvv, lddv);
+		}
 		if (a->drelv)
 			for (int i = 0; i < Tq; i++) {
 				rel_buckets(a, i, NULL, Tk,
@@ -1107,8 +1118,14 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 					axpy(w->rb[r], go + (int64_t)i * ldgo,
 					     a->drelv + (int64_t)r * dv, dv);
 			}
-		/* G = dL/dPd */
-		dl_sgemm(0, 1, Tq, Tk, dv, 1.0f, go, ldgo, v, ldv, 0.0f, G, Tk);
+		/* G = dL/dPd; causal: its cells past a block's keys are
+		 * left out, and zeroed with the masked ones below */
+		for (int i0 = 0; i0 < Tq; i0 += causal_rows(a)) {
+			int i1 = imin(Tq, i0 + causal_rows(a));
+			dl_sgemm(0, 1, i1 - i0, causal_keys(a, i1), dv, 1.0f,
+				 go + (int64_t)i0 * ldgo, ldgo, v, ldv, 0.0f,
+				 G + (int64_t)i0 * Tk, Tk);
+		}
 	}
 	float *u = w->rb + (a->K > 0 ? 2 * a->K + 1 : 0);
 	for (int i = 0; i < Tq; i++) {
@@ -1146,6 +1163,11 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 						     dv);
 				}
 			}
+		}
+		if (!a->sparse && a->causal && i + 1 < c) {
+			/* the masked keys: dL/dS is 0 there (P is) */
+			memset(g + i + 1, 0, sizeof(float) * (size_t)(c - i - 1));
+			c = i + 1;
 		}
 		if (a->relv) {
 			/* dL/dPd += go_i . rel_v[clip(j - i) + K] */
