@@ -777,13 +777,20 @@ START_TEST(xwt_tied_rows)
 }
 END_TEST
 
-/* dl_sgemm_rows past one block of k (256) and one block of columns
- * (256): K 555 (three blocks, the later two going on from C), N 261 (a
- * second block of 5 columns), M 21 (tiles of 16, 4 and 1, and of 6 and
- * 1 in AVX2): still exactly the fmaf chains, at each kernel level. */
+/* dl_sgemm_rows past one block of columns and of k: K 555 (one block of
+ * k, columns in blocks of 128), 1100 (five blocks of 256, the later four
+ * going on from C; columns in blocks of 256), 1008 with rows 1024 apart
+ * (A's tiles copied, to rows not a multiple of 2 KiB apart); N 261 (a
+ * last block of 5 columns), M 21 (tiles of 12, 8 and 1, and of 6 and 1
+ * in AVX2): still exactly the fmaf chains, at each kernel level. */
+static const struct {
+	int K, PAD;
+} rows_blocks[] = {{555, 3}, {1100, 3}, {1008, 16}};
+
 START_TEST(gemm_rows_blocks)
 {
-	enum { M = 21, N = 261, K = 555, PAD = 3 };
+	enum { M = 21, N = 261 };
+	const int K = rows_blocks[_i].K, PAD = rows_blocks[_i].PAD;
 	float *A = malloc((size_t)M * (K + PAD) * sizeof(float));
 	float *Bt = malloc((size_t)N * (K + PAD) * sizeof(float));
 	float *C = malloc((size_t)M * N * sizeof(float));
@@ -1021,7 +1028,8 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, epilogue_lanes_match_rows);
 	tcase_add_test(tc, gemm_skinny_matches_reference);
 	tcase_add_test(tc, gemm_rows_exact_chains);
-	tcase_add_test(tc, gemm_rows_blocks);
+	tcase_add_loop_test(tc, gemm_rows_blocks, 0,
+			    (int)(sizeof rows_blocks / sizeof *rows_blocks));
 	tcase_add_test(tc, xwt_packed_chains);
 	tcase_add_test(tc, xwt_tied_rows);
 	tcase_add_test(tc, xwt_many_rows);

@@ -89,10 +89,22 @@ void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K)
  * stay in L2 and stream past it (KC 128 measured 2-5% slower on
  * GPT-2's products). A block after the first
  * goes on from the partial sums in C, which hold the chains' float
- * values exactly: the same bits as one block. */
+ * values exactly: the same bits as one block.
+ *
+ * Up to KC_ONE k run as one block, NC_ONE columns wide (the block's
+ * panels 384 KiB at k 768): no partial sums go back to C, and the A
+ * tile, past L1, comes from L2. With weights from memory (each product
+ * after a 64 MiB sweep: a decoder's layers in turn), GPT-2's products
+ * at 128 rows took 285.0-286.9 ms in all against 287.7-293.3 in blocks
+ * of 256, five alternating runs; k 384, 512 and 1024 in blocks, or 64,
+ * 96 and 192 columns, were between the two. Longer k (a [T, 3072]
+ * input) keeps the blocks of 256: as one block of 768, its products at
+ * 512 and 4096 rows took 2-3% longer (tools/bench/gemm_rows.c). */
 #define KC 256
+#define KC_ONE 1024
 /* columns per block */
 #define NC 256
+#define NC_ONE 128
 
 /* Any CPU: the same chains, fmaf's single rounding as the vector FMAs. */
 static void rows_plain(int M, int N, int K, const float *A, int lda, const float *P,
@@ -257,17 +269,20 @@ T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, i
 T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const float *P,
 			     float *C, int ldc)
 {
-	float tile[12 * (KC + 16)] __attribute__((aligned(64)));
-	for (int n0 = 0; n0 < N; n0 += NC) {
+	float tile[12 * (KC_ONE + 32)] __attribute__((aligned(64)));
+	int kb = K <= KC_ONE ? K : KC, nb = kb > KC ? NC_ONE : NC;
+	/* the tile's rows: not a multiple of 2 KiB apart either */
+	int ts = kb + 16 + ((kb + 16) % 512 == 0 ? 16 : 0);
+	for (int n0 = 0; n0 < N; n0 += nb) {
 		const float *p = P + (int64_t)n0 * K;
-		int nc = N - n0 < NC ? N - n0 : NC;
+		int nc = N - n0 < nb ? N - n0 : nb;
 		int copy = lda % 512 == 0 && nc >= 8 * DL_ROWS_W;
-		for (int k0 = 0; k0 < K; k0 += KC) {
-			int kc = K - k0 < KC ? K - k0 : KC, m = 0;
+		for (int k0 = 0; k0 < K; k0 += kb) {
+			int kc = K - k0 < kb ? K - k0 : kb, m = 0;
 			/* the next block: this one's panels further down k, or
 			 * the next columns' from k = 0 */
-			const float *next = k0 + KC < K ? p + (int64_t)(k0 + KC) * DL_ROWS_W
-					    : n0 + NC < N ? P + (int64_t)(n0 + NC) * K
+			const float *next = k0 + kb < K ? p + (int64_t)(k0 + kb) * DL_ROWS_W
+					    : n0 + nb < N ? P + (int64_t)(n0 + nb) * K
 					    : NULL;
 			for (; m + 12 <= M; m += 12) {
 				const float *a = A + (int64_t)m * lda + k0;
@@ -275,9 +290,9 @@ T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const
 				const float *pf = m == 0 ? next : NULL;
 				if (copy) {
 					for (int r = 0; r < 12; r++)
-						memcpy(tile + r * (KC + 16), a + (int64_t)r * lda,
+						memcpy(tile + r * ts, a + (int64_t)r * lda,
 						       (size_t)kc * sizeof *tile);
-					z_panels(tile, KC + 16, p, K, k0, kc, c, ldc, nc, 12, pf);
+					z_panels(tile, ts, p, K, k0, kc, c, ldc, nc, 12, pf);
 				} else {
 					z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 12, pf);
 				}
