@@ -779,17 +779,21 @@ END_TEST
 
 /* dl_sgemm_rows past one block of columns and of k: K 555 (one block of
  * k, columns in blocks of 128), 1100 (five blocks of 256, the later four
- * going on from C; columns in blocks of 256), 1008 with rows 1024 apart
- * (A's tiles copied, to rows not a multiple of 2 KiB apart); N 261 (a
- * last block of 5 columns), M 21 (tiles of 12, 8 and 1, and of 6 and 1
- * in AVX2): still exactly the fmaf chains, at each kernel level. */
+ * going on from C; columns in blocks of 256); A's rows 1024 floats apart,
+ * whose tiles are copied: K 1008 with a small C (k blocks outermost, each
+ * tile copied once) and with a C past 512 KiB (blocks of columns
+ * outermost; the copy's rows kept off multiples of 2 KiB). N 261 (a last
+ * block of 5 columns), M 21 (tiles of 12, 8 and 1, and of 6 and 1 in
+ * AVX2): still exactly the fmaf chains, at each kernel level (every
+ * 13th column of the large case). */
 static const struct {
-	int K, PAD;
-} rows_blocks[] = {{555, 3}, {1100, 3}, {1008, 16}};
+	int M, N, K, PAD;
+} rows_blocks[] = {{21, 261, 555, 3}, {21, 261, 1100, 3}, {21, 261, 1008, 16},
+		   {45, 2920, 1008, 16}};
 
 START_TEST(gemm_rows_blocks)
 {
-	enum { M = 21, N = 261 };
+	const int M = rows_blocks[_i].M, N = rows_blocks[_i].N;
 	const int K = rows_blocks[_i].K, PAD = rows_blocks[_i].PAD;
 	float *A = malloc((size_t)M * (K + PAD) * sizeof(float));
 	float *Bt = malloc((size_t)N * (K + PAD) * sizeof(float));
@@ -808,7 +812,7 @@ START_TEST(gemm_rows_blocks)
 		dl_sgemm_rows_pack(P, 1, Bt, K + PAD, N, K);
 		dl_sgemm_rows(M, N, K, A, K + PAD, P, C, N);
 		for (int m = 0; m < M; m++)
-			for (int n = 0; n < N; n++) {
+			for (int n = 0; n < N; n += N > 1000 ? 13 : 1) {
 				float e = 0.0f;
 				for (int k = 0; k < K; k++)
 					e = fmaf(A[m * (K + PAD) + k], Bt[n * (K + PAD) + k], e);
