@@ -22,8 +22,9 @@
  * last output, applying the epilogue to each tile of rows while it is in
  * cache (a linear head: to its output rows after the product); the other
  * nodes of the chain are skipped, their outputs share the last one's
- * buffer (aliases), which the layout places from the head's step on. Each kernel of the epilogue computes what the unfused op does, in the
- * same order, so fused and unfused outputs agree (tests/fuse.sh).
+ * buffer (aliases), which the layout places from the head's step on. Each
+ * kernel of the epilogue computes what the unfused op does, in the same
+ * order, so fused and unfused outputs agree (tests/fuse.sh).
  *
  * An identity node outside a chain (a dropout after attention) is skipped
  * too when its input is an earlier node's output with no other reader and
