@@ -51,7 +51,7 @@ struct bench {
 static int iterate(struct bench *B, struct dl_error *err)
 {
 	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads(),
-			      .fixed_weights = !B->train, .fuse = verb_fuse(), .xwt = B->xwt};
+			      .fixed_weights = !B->train, .fuse = B->g->fuse, .xwt = B->xwt};
 	if (!B->train) {
 		dl_step_forward(&B->step, B->in, &ctx);
 		return 0;

@@ -371,8 +371,9 @@ static int run_step(struct infer *I, struct dl_error *err)
 	int64_t step = I->batch > 0 && I->batch < n ? I->batch : n;
 	if (!I->xwt)
 		I->xwt = verb_xwt(g);
+	g->fuse = verb_fuse();   /* the weights are fixed */
 	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads(),
-			      .fixed_weights = 1, .fuse = verb_fuse(), .xwt = I->xwt};
+			      .fixed_weights = 1, .fuse = g->fuse, .xwt = I->xwt};
 	if (I->streamed && (rc = grow_floats(&I->in_data[0], &I->in_cap[0],
 					    step * dl_shape_prod(&I->in_shape[0], 1, I->in_shape[0].ndim),
 					    err)) != 0)
@@ -397,7 +398,6 @@ static int run_step(struct infer *I, struct dl_error *err)
 		}
 		if (step != n && (rc = dl_graph_infer(g, I->chunk, err)) != 0)
 			return rc;
-		g->fuse = verb_fuse();   /* the weights are fixed */
 		if ((rc = dl_graph_plan(g, 0, err)) != 0)
 			return rc;
 		if ((rc = verb_check_ids(g, I->chunk_ptr, err)) != 0)
