@@ -159,16 +159,21 @@ static int arrays(struct dl_graph *g, struct dl_error *err)
 
 /* The fusion pass over g and its inference layout: p->foff, *arena its
  * size; 0 and nothing fusable when the pass finds no chain or has no
- * memory (the graph then runs unfused). */
+ * memory (the graph then runs unfused). The marks stay (p->fused): the
+ * training layout ignores them, and dl_sub_bind removes them for a run
+ * that is not fused. */
 static int fused_layout(struct dl_graph *g, struct plan *p, size_t *arena,
 			struct dl_error *err)
 {
 	*arena = 0;
 	p->fusable = 0;
-	if (dl_graph_fuse(g) != 0)
+	if (dl_graph_fuse(g) != 0) {
+		p->fused = 0;
 		return 0;
+	}
 	for (int i = 0; i < g->n_nodes; i++)
 		p->fusable |= g->nodes[i].fused;
+	p->fused = p->fusable;
 	if (!p->fusable)
 		return 0;
 	int rc = dl_graph_layout(g, 0, arena, err);
@@ -199,20 +204,19 @@ int dl_sub_plan(struct dl_node *n, const struct dl_subgraphs *s,
 		size_t arena, train;
 		if ((rc = arrays(g, err)) != 0)
 			return rc;
-		/* the inference layouts, fused and not (the arena holds
+		/* the inference layouts, plain and fused (the arena holds
 		 * either), then the training one, whose lifetimes the inner
 		 * backward reads (when a gradient starts) */
-		if ((rc = fused_layout(g, p, &arena, err)) != 0)
-			return rc;
 		dl_graph_unfuse(g);
-		p->fused = 0;
-		size_t plain;
-		if ((rc = dl_graph_layout(g, 0, &plain, err)) != 0)
+		if ((rc = dl_graph_layout(g, 0, &arena, err)) != 0)
 			return rc;
 		for (int v = 0; v < g->n_values; v++)
 			p->off[v] = g->values[v].offset;
-		if (plain > arena)
-			arena = plain;
+		size_t fused;
+		if ((rc = fused_layout(g, p, &fused, err)) != 0)
+			return rc;
+		if (fused > arena)
+			arena = fused;
 		if ((rc = dl_graph_layout(g, 1, &train, err)) != 0)
 			return rc;
 		for (int v = 0; v < g->n_values; v++) {
@@ -260,10 +264,10 @@ void dl_sub_bind(struct dl_node *n, const struct dl_subgraphs *s, int i,
 	struct state *st = n->priv;
 	struct plan *p = &st->plans[i];
 	struct dl_graph *g = s->g[i];
-	/* training ignores the marks; inference follows them, so they are
-	 * made or removed to match (once, when the wish changes) */
+	/* the marks say how the graph runs: made or removed to match (once,
+	 * when the wish changes) */
 	int want = !train && fuse && p->fusable;
-	if (!train && want != p->fused) {
+	if (want != p->fused) {
 		if (want && dl_graph_fuse(g) != 0)
 			want = 0;
 		if (!want)
