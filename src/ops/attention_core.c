@@ -489,6 +489,26 @@ static int causal_keys(const struct att *a, int i1)
 	return a->causal && i1 < a->Tk ? i1 : a->Tk;
 }
 
+/* The block of queries from i0 of a dense slice: returns its end, and in
+ * *kend the end of the keys it sees (every product of the materialised
+ * path, forward and backward, runs by these blocks) */
+static int causal_block(const struct att *a, int i0, int *kend)
+{
+	int i1 = imin(a->Tq, i0 + causal_rows(a));
+	*kend = causal_keys(a, i1);
+	return i1;
+}
+
+/* Row i of a dense causal slice sees keys [0, i]: its cells s past them
+ * (of c, keys js: NULL for dense rows) zeroed; returns how many it sees */
+static int causal_row(const struct att *a, int i, const int *js, float *s, int c)
+{
+	if (js || !a->causal || i + 1 >= c)
+		return c;
+	memset(s + i + 1, 0, sizeof(float) * (size_t)(c - i - 1));
+	return i + 1;
+}
+
 /* Dense scores S[Tq, Tk] = score(q, k); tmp: bilinear [Tq, dk], additive
  * [(Tq + Tk) A] */
 DL_CLONES static void dense_scores(const struct att *a, const float *q, int ldq,
@@ -500,9 +520,9 @@ DL_CLONES static void dense_scores(const struct att *a, const float *q, int ldq,
 	case SC_DOT:
 		/* causal: each block of rows against the keys it may see (the
 		 * cells past them are row_softmax's zeros) */
-		for (int i0 = 0; i0 < Tq; i0 += causal_rows(a)) {
-			int i1 = imin(Tq, i0 + causal_rows(a));
-			dl_sgemm(0, 1, i1 - i0, causal_keys(a, i1), a->dq, a->scale,
+		for (int i0 = 0, i1, kend; i0 < Tq; i0 = i1) {
+			i1 = causal_block(a, i0, &kend);
+			dl_sgemm(0, 1, i1 - i0, kend, a->dq, a->scale,
 				 q + (int64_t)i0 * ldq, ldq, k, ldk, 0.0f,
 				 S + (int64_t)i0 * Tk, Tk);
 		}
@@ -598,11 +618,7 @@ DL_CLONES static void sparse_scores(const struct att *a, const float *q, int ldq
 DL_CLONES static void row_softmax(const struct att *a, int i, const int *js, int c,
 			float *s)
 {
-	int n = c;
-	if (!js && a->causal && i + 1 < c) {
-		memset(s + i + 1, 0, sizeof(float) * (size_t)(c - i - 1));
-		n = i + 1;
-	}
+	int n = causal_row(a, i, js, s, c);
 	if (a->am) {
 		const float *am = a->am + (int64_t)i * a->Tk;
 		for (int t = 0; t < n; t++) {
@@ -859,9 +875,9 @@ DL_CLONES void att_slice_fwd(const struct att *a, const float *q, int ldq,
 			P[t] = keep[t] ? P[t] * a->keep_scale : 0.0f;
 		}
 	}
-	for (int i0 = 0; !a->sparse && i0 < a->Tq; i0 += causal_rows(a)) {
-		int i1 = imin(a->Tq, i0 + causal_rows(a));
-		dl_sgemm(0, 0, i1 - i0, dv, causal_keys(a, i1), 1.0f,
+	for (int i0 = 0, i1, kend; !a->sparse && i0 < a->Tq; i0 = i1) {
+		i1 = causal_block(a, i0, &kend);
+		dl_sgemm(0, 0, i1 - i0, dv, kend, 1.0f,
 			 P + (int64_t)i0 * a->Tk, a->Tk, v, ldv, 0.0f,
 			 o + (int64_t)i0 * ldo, ldo);
 	}
@@ -904,8 +920,8 @@ DL_CLONES static void dense_scores_bwd(const struct att *a, const float *q, int 
 	case SC_DOT:
 		/* causal: by blocks of queries, each with the keys it sees
 		 * (G is 0 past them), as dense_scores */
-		for (int i0 = 0; i0 < Tq; i0 += causal_rows(a)) {
-			int i1 = imin(Tq, i0 + causal_rows(a)), kend = causal_keys(a, i1);
+		for (int i0 = 0, i1, kend; i0 < Tq; i0 = i1) {
+			i1 = causal_block(a, i0, &kend);
 			const float *gb = G + (int64_t)i0 * Tk;
 			if (dq)
 				dl_sgemm(0, 0, i1 - i0, a->dq, kend, a->scale, gb, Tk, k, ldk,
@@ -1104,9 +1120,9 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 		}
 		/* causal: each block of queries with the keys it sees, as
 		 * forward (the cells past them are zeros in pd) */
-		for (int i0 = 0; dvv && i0 < Tq; i0 += causal_rows(a)) {
-			int i1 = imin(Tq, i0 + causal_rows(a));
-			dl_sgemm(1, 0, causal_keys(a, i1), dv, i1 - i0, 1.0f,
+		for (int i0 = 0, i1, kend; dvv && i0 < Tq; i0 = i1) {
+			i1 = causal_block(a, i0, &kend);
+			dl_sgemm(1, 0, kend, dv, i1 - i0, 1.0f,
 				 pd + (int64_t)i0 * Tk, Tk, go + (int64_t)i0 * ldgo, ldgo,
 				 1.0f, dvv, lddv);
 		}
@@ -1120,9 +1136,9 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 			}
 		/* G = dL/dPd; causal: its cells past a block's keys are
 		 * left out, and zeroed with the masked ones below */
-		for (int i0 = 0; i0 < Tq; i0 += causal_rows(a)) {
-			int i1 = imin(Tq, i0 + causal_rows(a));
-			dl_sgemm(0, 1, i1 - i0, causal_keys(a, i1), dv, 1.0f,
+		for (int i0 = 0, i1, kend; i0 < Tq; i0 = i1) {
+			i1 = causal_block(a, i0, &kend);
+			dl_sgemm(0, 1, i1 - i0, kend, dv, 1.0f,
 				 go + (int64_t)i0 * ldgo, ldgo, v, ldv, 0.0f,
 				 G + (int64_t)i0 * Tk, Tk);
 		}
@@ -1164,11 +1180,8 @@ DL_CLONES static void slice_bwd(const struct att *a, const float *q, int ldq,
 				}
 			}
 		}
-		if (!a->sparse && a->causal && i + 1 < c) {
-			/* the masked keys: dL/dS is 0 there (P is) */
-			memset(g + i + 1, 0, sizeof(float) * (size_t)(c - i - 1));
-			c = i + 1;
-		}
+		/* the masked keys: dL/dS is 0 there (P is) */
+		c = causal_row(a, i, js, g, c);
 		if (a->relv) {
 			/* dL/dPd += go_i . rel_v[clip(j - i) + K] */
 			for (int r = 0; r <= 2 * a->K; r++)
