@@ -90,7 +90,7 @@ static void skip_identity(struct dl_graph *g, struct dl_node *n, const int *read
 		return;
 	int v = n->in[0];
 	struct dl_value *x = &g->values[v];
-	if (v < g->n_inputs || x->producer < 0 || readers[v] != 1 || x->pinned || x->alias ||
+	if (v < g->n_inputs || readers[v] != 1 || x->pinned || x->alias ||
 	    x->born || g->values[n->out].born)
 		return;
 	x->alias = n->out + 1;

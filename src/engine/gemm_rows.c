@@ -259,6 +259,15 @@ T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, i
 	}
 }
 
+/* A's 12 rows of kc floats from a (rows lda apart) into tile, rows ts
+ * apart (see rows_avx512: rows a multiple of 2 KiB apart evict
+ * themselves from L1) */
+static inline void copy_tile(float *tile, int ts, const float *a, int64_t lda, int kc)
+{
+	for (int r = 0; r < 12; r++)
+		memcpy(tile + r * ts, a + r * lda, (size_t)kc * sizeof *tile);
+}
+
 /* The last rows (fewer than 12) of a block: tiles of 8, 4 and the last 1
  * to 3, the first of them prefetching pf (see zw). */
 T512 static void z_tail(const float *a, int64_t lda, const float *p, int64_t K, int k0,
@@ -295,10 +304,7 @@ T512 static void rows_avx512_copied(int M, int N, int K, const float *A, int lda
 	for (int k0 = 0; k0 < K; k0 += KC) {
 		int kc = K - k0 < KC ? K - k0 : KC, m = 0;
 		for (; m + 12 <= M; m += 12) {
-			const float *a = A + (int64_t)m * lda + k0;
-			for (int r = 0; r < 12; r++)
-				memcpy(tile + r * (KC + 16), a + (int64_t)r * lda,
-				       (size_t)kc * sizeof *tile);
+			copy_tile(tile, KC + 16, A + (int64_t)m * lda + k0, lda, kc);
 			for (int n0 = 0; n0 < N; n0 += NC)
 				z_panels(tile, KC + 16, P + (int64_t)n0 * K, K, k0, kc,
 					 C + (int64_t)m * ldc + n0, ldc, N - n0 < NC ? N - n0 : NC,
@@ -346,9 +352,7 @@ T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const
 				float *c = C + (int64_t)m * ldc + n0;
 				const float *pf = m == 0 ? next : NULL;
 				if (copy) {
-					for (int r = 0; r < 12; r++)
-						memcpy(tile + r * ts, a + (int64_t)r * lda,
-						       (size_t)kc * sizeof *tile);
+					copy_tile(tile, ts, a, lda, kc);
 					z_panels(tile, ts, p, K, k0, kc, c, ldc, nc, 12, pf);
 				} else {
 					z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 12, pf);
