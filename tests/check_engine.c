@@ -322,6 +322,73 @@ START_TEST(composites_live_in_the_plan)
 }
 END_TEST
 
+/* The inner graphs' fusion marks follow each forward's wish, both ways:
+ * fused (the marks the plan made), unfused, then fused again inside one
+ * process. The second fused forward makes the marks again and gives the
+ * first one's bits; the unfused one agrees with them to rounding. (An
+ * expert that no token chose keeps its marks until it runs: k is all
+ * the experts here, so that every inner graph runs.) */
+static int inner_fused(const struct dl_graph *g)
+{
+	int count = 0;
+	for (int i = 0; i < g->n_nodes; i++) {
+		const struct dl_subgraphs *s = g->nodes[i].sub;
+		for (int c = 0; s && c < s->n; c++)
+			for (int j = 0; j < s->g[c]->n_nodes; j++)
+				count += s->g[c]->nodes[j].fused != 0;
+	}
+	return count;
+}
+
+START_TEST(inner_fusion_both_ways)
+{
+	struct dl_error err;
+	struct dl_graph *g = load(
+		"inputs: {x: {shape: [7, 16]}}\n"
+		"layers:\n"
+		"  - transformer_encoder_layer: {nhead: 2, dim_feedforward: 33, activation: gelu}\n"
+		"  - transformer_encoder_layer: {nhead: 4, dim_feedforward: 24, norm_first: true}\n"
+		"  - mixture_of_experts:\n"
+		"      num_experts: 3\n"
+		"      k: 3\n"
+		"      expert: [linear: {out_features: 9}, relu, linear: {out_features: 16}]\n",
+		&err);
+	ck_assert_msg(g != NULL, "%s", err.msg);
+	struct dl_shape in = {3, {2, 7, 16}};
+	ck_assert_int_eq(dl_graph_infer(g, &in, &err), 0);
+	dl_graph_init_params(g, 3);
+	ck_assert_int_eq(dl_graph_plan(g, 0, &err), 0);
+	enum { N = 2 * 7 * 16 };
+	float x[N], y[3][N];
+	struct dl_rng r;
+	dl_rng_seed(&r, 8);
+	for (int i = 0; i < N; i++)
+		x[i] = (float)dl_rng_normal(&r);
+	float *ins[1] = {x};
+	int marks[3];
+	for (int run = 0; run < 3; run++) {
+		struct dl_ctx ctx = {0};
+		ctx.rng = &r;
+		ctx.threads = 1;
+		ctx.fixed_weights = 1;
+		ctx.fuse = run != 1;
+		dl_graph_forward(g, ins, &ctx);
+		memcpy(y[run], g->values[g->outputs[0]].data, sizeof y[run]);
+		marks[run] = inner_fused(g);
+	}
+	/* each layer: its three dropouts, linear1 + activation, linear2 +
+	 * residual; each expert: linear + relu */
+	ck_assert_int_eq(marks[0], 13);
+	ck_assert_int_eq(marks[1], 0);
+	ck_assert_int_eq(marks[2], marks[0]);
+	ck_assert_int_eq(memcmp(y[0], y[2], sizeof y[0]), 0);
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(fabsf(y[1][i] - y[0][i]) <= 1e-5f * (1.0f + fabsf(y[0][i])),
+			      "%d: unfused %.9g, fused %.9g", i, y[1][i], y[0][i]);
+	dl_graph_free(g);
+}
+END_TEST
+
 START_TEST(symbolic_sizes_bind_from_data)
 {
 	struct dl_error err;
@@ -700,7 +767,7 @@ START_TEST(xwt_out_of_memory)
 	for (int w = 0; w < 3; w++)
 		memcpy(W[w], W0, sizeof W0);
 	int avx512 = dl_sgemm_rows_level() == 2;
-	dl_xwt_test_alloc(xwt_failing_alloc);
+	dl_xwt_test_alloc(set, xwt_failing_alloc);
 	/* no panel copy (W[0]), then no tail buffer (W[1]) */
 	for (int w = 0; w < 2; w++) {
 		xwt_allocs_left = w;
@@ -709,7 +776,7 @@ START_TEST(xwt_out_of_memory)
 		ck_assert_msg(memcmp(W[w], W0, sizeof W0) == 0, "weight %d changed", w);
 	}
 	ck_assert_int_eq(dl_xwt_packed(set), 0);
-	dl_xwt_test_alloc(NULL);
+	dl_xwt_test_alloc(set, NULL);
 	dl_xwt(set, y, x, I, M, I, W[0], O);
 	xwt_check(y, x, I, W0, M, I, O, 0, "memory again: still rows");
 	ck_assert_int_eq(dl_xwt_packed(set), 0);
@@ -717,13 +784,13 @@ START_TEST(xwt_out_of_memory)
 	/* W[2] packed, then a restore without memory */
 	dl_xwt(set, y, x, I, M, I, W[2], O);
 	ck_assert_int_eq(dl_xwt_packed(set), avx512);
-	dl_xwt_test_alloc(xwt_failing_alloc);
+	dl_xwt_test_alloc(set, xwt_failing_alloc);
 	xwt_allocs_left = 0;
 	ck_assert_int_eq(dl_xwt_restore(set), avx512 ? -1 : 0);
 	ck_assert_int_eq(dl_xwt_packed(set), avx512);
 	dl_xwt(set, y, x, I, M, I, W[2], O);
 	xwt_check(y, x, I, W0, M, I, O, avx512, "after a failed restore");
-	dl_xwt_test_alloc(NULL);
+	dl_xwt_test_alloc(set, NULL);
 	ck_assert_int_eq(dl_xwt_restore(set), 0);
 	ck_assert_int_eq(dl_xwt_packed(set), 0);
 	ck_assert_msg(memcmp(W[2], W0, sizeof W0) == 0, "rows not back after the second restore");
@@ -1027,6 +1094,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, rng_is_deterministic);
 	tcase_add_test(tc, suggestions);
 	tcase_add_test(tc, composites_live_in_the_plan);
+	tcase_add_test(tc, inner_fusion_both_ways);
 	tcase_add_test(tc, gemm_row_blocks_match_reference);
 	tcase_add_test(tc, gemm_vectors_match_reference);
 	tcase_add_test(tc, epilogue_lanes_match_rows);

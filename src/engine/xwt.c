@@ -25,6 +25,7 @@ struct dl_xwt_set {
 	size_t cap, used;     /* cap a power of two */
 	struct range *shared; /* storage of tied parameters */
 	int n_shared, n_packed;
+	void *(*alloc)(size_t); /* packing's and restoring's scratch */
 };
 
 static size_t hash(const float *w, size_t cap)
@@ -66,6 +67,7 @@ struct dl_xwt_set *dl_xwt_set_new(const struct dl_graph *g)
 	struct dl_xwt_set *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
+	s->alloc = malloc;
 	int n = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		for (int k = 0; k < g->nodes[i].n_params; k++)
@@ -98,19 +100,17 @@ void dl_xwt_set_free(struct dl_xwt_set *s)
 	free(s);
 }
 
-static void *(*xwt_alloc)(size_t) = malloc;
-
-void dl_xwt_test_alloc(void *(*fn)(size_t))
+void dl_xwt_test_alloc(struct dl_xwt_set *s, void *(*fn)(size_t))
 {
-	xwt_alloc = fn ? fn : malloc;
+	s->alloc = fn ? fn : malloc;
 }
 
 /* Rows again from W's full panels (W [O, I], rows I apart); the tail's
  * rows were never moved. 0, or -1 (out of memory: W untouched). */
-static int unpack(float *W, int O, int I)
+static int unpack(const struct dl_xwt_set *s, float *W, int O, int I)
 {
 	size_t panel = (size_t)DL_ROWS_W * (size_t)I;
-	float *p = xwt_alloc(panel * sizeof *p);
+	float *p = s->alloc(panel * sizeof *p);
 	if (!p)
 		return -1;
 	for (int n0 = 0; n0 + DL_ROWS_W <= O; n0 += DL_ROWS_W) {
@@ -134,7 +134,7 @@ int dl_xwt_restore(struct dl_xwt_set *s)
 		struct slot *e = &s->slot[i];
 		if (!e->w || !e->packed)
 			continue;
-		if (unpack((float *)e->w, e->O, e->I) != 0)
+		if (unpack(s, (float *)e->w, e->O, e->I) != 0)
 			return -1;
 		e->packed = 0;
 		s->n_packed--;
@@ -154,11 +154,11 @@ int dl_xwt_packed(const struct dl_xwt_set *s)
 
 /* W's full panels in place, each from a copy of its rows; the tail's
  * into its own buffer. 0, or -1 (out of memory: W untouched). */
-static int pack(struct slot *e, float *W, int O, int I)
+static int pack(const struct dl_xwt_set *s, struct slot *e, float *W, int O, int I)
 {
 	int full = O / DL_ROWS_W * DL_ROWS_W;
-	float *rows = xwt_alloc((size_t)DL_ROWS_W * (size_t)I * sizeof *rows);
-	float *tail = full < O ? xwt_alloc((size_t)dl_sgemm_rows_floats(O - full, I) * sizeof *tail)
+	float *rows = s->alloc((size_t)DL_ROWS_W * (size_t)I * sizeof *rows);
+	float *tail = full < O ? s->alloc((size_t)dl_sgemm_rows_floats(O - full, I) * sizeof *tail)
 			       : NULL;
 	if (!rows || (full < O && !tail)) {
 		free(rows);
@@ -193,7 +193,7 @@ static int lookup(struct dl_xwt_set *s, float *W, int O, int I, const float **ta
 			e->O = O;
 			e->I = I;
 			e->packed = !shared && dl_sgemm_rows_level() == 2 &&
-				    pack(e, W, O, I) == 0;
+				    pack(s, e, W, O, I) == 0;
 			s->used++;
 			s->n_packed += e->packed;
 		}

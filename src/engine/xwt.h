@@ -57,8 +57,8 @@ int dl_xwt_restore(struct dl_xwt_set *s);
 /* For the tests: how many weights s has packed. */
 int dl_xwt_packed(const struct dl_xwt_set *s);
 
-/* For the tests of the out-of-memory paths: the allocator packing and
- * restoring take their scratch from (NULL: malloc again). */
-void dl_xwt_test_alloc(void *(*fn)(size_t));
+/* For the tests of the out-of-memory paths: the allocator s's packing
+ * and restoring take their scratch from (NULL: malloc again). */
+void dl_xwt_test_alloc(struct dl_xwt_set *s, void *(*fn)(size_t));
 
 #endif
