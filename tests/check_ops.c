@@ -275,6 +275,9 @@ static const struct gcase activation_cases[] = {
 	{"softmax", "dim: -2", 1, {SHAPE(2, 3, 4, 2)}, 0, 0, 0},
 	{"log_softmax", "", 1, {SHAPE(3, 6)}, 0, 0, 0},
 	{"log_softmax", "dim: -2", 1, {SHAPE(2, 5, 3)}, 0, 0, 0},
+	{"log_softmax", "", 1, {SHAPE(2, 37)}, 0, 0, 0},
+	{"log_softmax", "dim: 1", 1, {SHAPE(2, 3, 67)}, 0, 0, 0},
+	{"softmax", "dim: 1", 1, {SHAPE(1, 4, 66)}, 0, 0, 0},
 };
 
 static const struct gcase shape_cases[] = {

@@ -691,6 +691,12 @@ act_case("log_softmax_dim1", "log_softmax: {dim: 1}", nn.LogSoftmax(1),
          shape=(4, 5))
 act_case("log_softmax_large", "log_softmax: {dim: 2}", nn.LogSoftmax(2),
          scale=500.0, shape=(3, 6))
+# a dimension before the last, vectorised across blocks of 64 columns
+# (src/ops/activation.c softmax_cols): a block and a tail of columns
+act_case("softmax_dim1_wide", "softmax: {dim: 1}", nn.Softmax(1), scale=10.0,
+         shape=(5, 70))
+act_case("log_softmax_dim1_wide", "log_softmax: {dim: 1}", nn.LogSoftmax(1),
+         scale=40.0, shape=(6, 3, 67))
 
 
 # ---- wiring and composites ----

@@ -318,30 +318,44 @@ static void mish_backward(float *dinp, const float *dout, const float *inp,
 
 /* ---- softmax along one dimension: inp, out [outer, D, inner] ---- */
 
-/* One lane of D values inner apart (a dimension before the last), one at
- * a time with libm's expf and a double sum. */
-static void softmax_lane(float *y, const float *x, int64_t D, int64_t inner, int log)
+/* Columns j0..j0 + w of one [D, inner] slab (w <= DL_SOFTMAX_COLS): the
+ * softmax over d of each, vectorised across the columns as PyTorch's
+ * softmax over a dimension before the last; each column's sum runs over
+ * d in float, as PyTorch's. The same exp as the rows (dl_exp_shifted). */
+#define DL_SOFTMAX_COLS 64
+static inline __attribute__((always_inline)) void
+softmax_cols(float *y, const float *x, int64_t D, int64_t inner, int w, int log)
 {
-	float max = -INFINITY;
-	for (int64_t d = 0; d < D; d++)
-		if (x[d * inner] > max)
-			max = x[d * inner];
-	double sum = 0.0;
-	if (log) {
-		for (int64_t d = 0; d < D; d++)
-			sum += expf(x[d * inner] - max);
-		float lsum = logf((float)sum);
-		for (int64_t d = 0; d < D; d++)
-			y[d * inner] = (x[d * inner] - max) - lsum;
-	} else {
-		for (int64_t d = 0; d < D; d++) {
-			float e = expf(x[d * inner] - max);
-			y[d * inner] = e;
-			sum += e;
+	float mx[DL_SOFTMAX_COLS], sum[DL_SOFTMAX_COLS];
+	for (int j = 0; j < w; j++) {
+		mx[j] = -INFINITY;
+		sum[j] = 0.0f;
+	}
+	for (int64_t d = 0; d < D; d++) {
+		const float *xd = x + d * inner;
+		#pragma omp simd
+		for (int j = 0; j < w; j++)
+			mx[j] = xd[j] > mx[j] ? xd[j] : mx[j];
+	}
+	for (int64_t d = 0; d < D; d++) {
+		const float *xd = x + d * inner;
+		float *yd = y + d * inner;
+		#pragma omp simd
+		for (int j = 0; j < w; j++) {
+			float e = dl_exp_shifted(xd[j], mx[j]);
+			if (!log)
+				yd[j] = e;
+			sum[j] += e;
 		}
-		float inv = (float)(1.0 / sum);
-		for (int64_t d = 0; d < D; d++)
-			y[d * inner] *= inv;
+	}
+	for (int j = 0; j < w; j++)
+		sum[j] = log ? logf(sum[j]) : 1.0f / sum[j];
+	for (int64_t d = 0; d < D; d++) {
+		const float *xd = x + d * inner;
+		float *yd = y + d * inner;
+		#pragma omp simd
+		for (int j = 0; j < w; j++)
+			yd[j] = log ? (xd[j] - mx[j]) - sum[j] : yd[j] * sum[j];
 	}
 }
 
@@ -368,16 +382,22 @@ DL_CLONES static void softmax_forward(float *out, const float *inp, int64_t oute
 		}
 		return;
 	}
+	/* a dimension before the last: blocks of columns */
+	int64_t per = (inner + DL_SOFTMAX_COLS - 1) / DL_SOFTMAX_COLS;
 #pragma omp parallel for if (lanes * D > PAR_MIN)
-	for (int64_t l = 0; l < lanes; l++) {
-		int64_t base = l / inner * D * inner + l % inner;
-		softmax_lane(out + base, inp + base, D, inner, log);
+	for (int64_t b = 0; b < outer * per; b++) {
+		int64_t j0 = b % per * DL_SOFTMAX_COLS;
+		int64_t base = b / per * D * inner + j0;
+		int w = (int)(inner - j0 < DL_SOFTMAX_COLS ? inner - j0 : DL_SOFTMAX_COLS);
+		softmax_cols(out + base, inp + base, D, inner, w, log);
 	}
 }
 
-/* softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy) */
-static void softmax_backward(float *dinp, const float *dout, const float *out,
-			     int64_t outer, int64_t D, int64_t inner, int log)
+/* softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy),
+ * exp(y) as the forward's (dl_exp_shifted), vectorised along the last
+ * dimension. */
+DL_CLONES static void softmax_backward(float *dinp, const float *dout, const float *out,
+				       int64_t outer, int64_t D, int64_t inner, int log)
 {
 	int64_t lanes = outer * inner;
 #pragma omp parallel for if (lanes * D > PAR_MIN)
@@ -386,11 +406,16 @@ static void softmax_backward(float *dinp, const float *dout, const float *out,
 		const float *y = out + base, *g = dout + base;
 		float *dx = dinp + base;
 		double s = 0.0;
-		if (log) {
+		if (log && inner == 1) {
+			float sg = dl_row_sum(g, D);
+			#pragma omp simd
+			for (int64_t d = 0; d < D; d++)
+				dx[d] += g[d] - dl_exp_shifted(y[d], 0.0f) * sg;
+		} else if (log) {
 			for (int64_t d = 0; d < D; d++)
 				s += g[d * inner];
 			for (int64_t d = 0; d < D; d++)
-				dx[d * inner] += g[d * inner] - expf(y[d * inner]) * (float)s;
+				dx[d * inner] += g[d * inner] - dl_exp_shifted(y[d * inner], 0.0f) * (float)s;
 		} else {
 			for (int64_t d = 0; d < D; d++)
 				s += (double)g[d * inner] * y[d * inner];
