@@ -886,7 +886,9 @@ END_TEST
  * (the plan's budget ran out) and would not pay for itself at each call
  * (conv.c's wino_pays: a 7x7 output at batch 1 saves 185 multiply-adds
  * per channel pair) runs through im2col: its output has the bits of the
- * one GEMM of the weights and the columns. Kept, the same layer runs as
+ * one GEMM of the weights and the columns, OpenBLAS's, or on a CPU with
+ * 512-bit FMA units (dl_sgemm_rows_wide) dl_sgemm_rows's; both are
+ * tried where the AVX-512 kernels run. Kept, the same layer runs as
  * Winograd, within 1e-5 of it. */
 START_TEST(test_conv_unkept_im2col)
 {
@@ -894,36 +896,51 @@ START_TEST(test_conv_unkept_im2col)
 	dl_set_threads(1);
 	int64_t d[4] = {1, 16, 7, 7};
 	struct dl_shape xs = dl_shape_make(4, d);
-	struct harness h[2];
-	for (int k = 0; k < 2; k++) {
-		struct dl_error err = {0};
-		ck_assert(h_setup(&h[k], "conv2d", "out_channels: 16, kernel_size: 3, padding: 1, bias: false",
-				  &xs, 0, &err) == 0);
-		h[k].ctx.fixed_weights = 1;
-		h[k].n.keep = k;
-		h_fill(&h[k], 77, 0);   /* x, then the weight (no bias) */
-		h_forward(&h[k]);
+	for (int wide = 0; wide < 2; wide++) {
+		if (dl_sgemm_rows_wide_set(wide) != wide)
+			continue;
+		struct harness h[2];
+		for (int k = 0; k < 2; k++) {
+			struct dl_error err = {0};
+			ck_assert(h_setup(&h[k], "conv2d",
+					  "out_channels: 16, kernel_size: 3, padding: 1, bias: false",
+					  &xs, 0, &err) == 0);
+			h[k].ctx.fixed_weights = 1;
+			h[k].n.keep = k;
+			h_fill(&h[k], 77, 0);   /* x, then the weight (no bias) */
+			h_forward(&h[k]);
+		}
+		float *col = calloc(144 * 49, sizeof(float)), *ref = calloc(16 * 49, sizeof(float));
+		float *pan = calloc((size_t)dl_sgemm_rows_floats(49, 144), sizeof(float));
+		for (int c = 0; c < 16; c++)
+			for (int i = 0; i < 3; i++)
+				for (int j = 0; j < 3; j++)
+					for (int oh = 0; oh < 7; oh++)
+						for (int ow = 0; ow < 7; ow++) {
+							int ih = oh - 1 + i, iw = ow - 1 + j;
+							if (ih >= 0 && ih < 7 && iw >= 0 && iw < 7)
+								col[(c * 9 + i * 3 + j) * 49 + oh * 7 + ow] =
+									h[0].x[(c * 7 + ih) * 7 + iw];
+						}
+		if (wide) {
+			dl_sgemm_rows_pack(pan, 0, col, 49, 49, 144);
+			dl_sgemm_rows(16, 49, 144, h[0].n.params[0].data, 144, pan, ref, 49);
+		} else {
+			dl_sgemm(0, 0, 16, 49, 144, 1.0f, h[0].n.params[0].data, 144, col, 49, 0.0f,
+				 ref, 49);
+		}
+		ck_assert_msg(memcmp(h[0].y, ref, 16 * 49 * sizeof(float)) == 0,
+			      "not kept: the im2col GEMM's bits (%s)",
+			      wide ? "dl_sgemm_rows" : "OpenBLAS");
+		ck_assert_msg(rel_err(h[1].y, ref, 16 * 49) < 1e-5, "kept (Winograd): %g",
+			      rel_err(h[1].y, ref, 16 * 49));
+		free(col);
+		free(ref);
+		free(pan);
+		for (int k = 0; k < 2; k++)
+			h_free(&h[k]);
 	}
-	float *col = calloc(144 * 49, sizeof(float)), *ref = calloc(16 * 49, sizeof(float));
-	for (int c = 0; c < 16; c++)
-		for (int i = 0; i < 3; i++)
-			for (int j = 0; j < 3; j++)
-				for (int oh = 0; oh < 7; oh++)
-					for (int ow = 0; ow < 7; ow++) {
-						int ih = oh - 1 + i, iw = ow - 1 + j;
-						if (ih >= 0 && ih < 7 && iw >= 0 && iw < 7)
-							col[(c * 9 + i * 3 + j) * 49 + oh * 7 + ow] =
-								h[0].x[(c * 7 + ih) * 7 + iw];
-					}
-	dl_sgemm(0, 0, 16, 49, 144, 1.0f, h[0].n.params[0].data, 144, col, 49, 0.0f, ref, 49);
-	ck_assert_msg(memcmp(h[0].y, ref, 16 * 49 * sizeof(float)) == 0,
-		      "not kept: the im2col GEMM's bits");
-	ck_assert_msg(rel_err(h[1].y, ref, 16 * 49) < 1e-5, "kept (Winograd): %g",
-		      rel_err(h[1].y, ref, 16 * 49));
-	free(col);
-	free(ref);
-	for (int k = 0; k < 2; k++)
-		h_free(&h[k]);
+	dl_sgemm_rows_wide_set(-1);
 	dl_set_threads(keep);
 }
 END_TEST
@@ -1467,6 +1484,103 @@ START_TEST(test_depthwise_blocked)
 }
 END_TEST
 
+/* Products of many columns on dl_sgemm_rows (conv.c rows_chunk: a CPU
+ * with 512-bit FMA units) in chunks of at most OC columns rounded down to
+ * panels, and the same layers on OpenBLAS: a 7x7 stride-2 layer of 20
+ * output channels (chunks of 16), a stride-2 3x3 layer, a dilated grouped
+ * 3x3 layer (no Winograd), a pointwise layer on 143 cells at batch 1 and
+ * 3 (the input read in place), a conv1d; 1 and 2 threads (batch 1 shares
+ * each unit among them); against the float64 reference, plain and with
+ * a fused bias, relu6, residual and relu. On dl_sgemm_rows the output
+ * has the same bits at 1 and 2 threads. */
+START_TEST(test_conv_wide_rows)
+{
+	struct {
+		const char *op, *hps;
+		int64_t in[4], sh, sw, ph, pw, dh, dw, G;
+	} t[] = {
+		{"conv2d", "out_channels: 20, kernel_size: 7, stride: 2, padding: 3",
+		 {1, 3, 45, 39}, 2, 2, 3, 3, 1, 1, 1},
+		{"conv2d", "out_channels: 40, kernel_size: 3, stride: 2, padding: 1",
+		 {2, 17, 29, 31}, 2, 2, 1, 1, 1, 1, 1},
+		{"conv2d", "out_channels: 48, kernel_size: 3, padding: 2, dilation: 2, groups: 2",
+		 {1, 8, 20, 23}, 1, 1, 2, 2, 2, 2, 2},
+		{"conv2d", "out_channels: 35, kernel_size: 1", {1, 19, 13, 11}, 1, 1, 0, 0, 1, 1, 1},
+		{"conv2d", "out_channels: 35, kernel_size: 1", {3, 19, 13, 11}, 1, 1, 0, 0, 1, 1, 1},
+		{"conv1d", "out_channels: 16, kernel_size: 5, padding: 2", {2, 6, 300, 0},
+		 1, 1, 0, 2, 1, 1, 1},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int wide = 0; wide < 2; wide++) {
+			if (dl_sgemm_rows_wide_set(wide) != wide)
+				continue;
+			float *y1 = NULL;
+			for (int threads = 1; threads <= 2; threads++) {
+				struct harness h;
+				struct dl_error err = {0};
+				dl_set_threads(threads);
+				int oned = t[k].op[4] == '1';
+				struct dl_shape xs = dl_shape_make(oned ? 3 : 4, t[k].in);
+				ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 0, &err) == 0, "%s",
+					      err.msg);
+				h.ctx.fixed_weights = 1;
+				h_fill(&h, 31 + k, 0);
+				struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+				int64_t H = oned ? 1 : h.xs.d[2], W = h.xs.d[oned ? 2 : 3];
+				int64_t OH = oned ? 1 : h.ys.d[2], OW = h.ys.d[oned ? 2 : 3];
+				struct ref rf = {h.xs.d[0], h.xs.d[1], H, W, h.ys.d[1], OH, OW,
+						 t[k].G, oned ? 1 : w->shape.d[2],
+						 w->shape.d[oned ? 2 : 3], t[k].sh, t[k].sw, t[k].ph,
+						 t[k].pw, t[k].dh, t[k].dw, 0};
+				int64_t plane = OH * OW;
+				double *y = calloc((size_t)h.ny, sizeof(double));
+				double *yb = calloc((size_t)h.ny, sizeof(double));
+				float *res = malloc((size_t)h.ny * sizeof(float));
+				ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+				h_forward(&h);
+				for (int64_t i = 0; i < h.ny; i++)
+					yb[i] = y[i] + b->data[i / plane % rf.OC];
+				ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+					      "{%s} %s, %d threads: y off by %g", t[k].hps,
+					      wide ? "rows" : "OpenBLAS", threads,
+					      rel_err_d(h.y, yb, h.ny));
+				if (wide && threads == 1) {
+					y1 = malloc((size_t)h.ny * sizeof(float));
+					memcpy(y1, h.y, (size_t)h.ny * sizeof(float));
+				} else if (wide) {
+					ck_assert_msg(memcmp(y1, h.y, (size_t)h.ny * sizeof(float)) == 0,
+						      "{%s}: 2 threads changed the bits", t[k].hps);
+				}
+				for (int64_t i = 0; i < h.ny; i++)
+					res[i] = (float)(i % 7) * 0.25f - 0.75f;
+				struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6, .act2 = DL_ACT_RELU,
+							.res = 0, .ready = 1, .bias = b->data, .resp = res};
+				h.n.epi = &e;
+				h_forward(&h);
+				for (int64_t i = 0; i < h.ny; i++) {
+					double v = yb[i];
+					v = v < 0.0 ? 0.0 : v > 6.0 ? 6.0 : v;
+					v += res[i];
+					yb[i] = v < 0.0 ? 0.0 : v;
+				}
+				ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+					      "{%s} %s, %d threads: bias, relu6, residual, relu off by %g",
+					      t[k].hps, wide ? "rows" : "OpenBLAS", threads,
+					      rel_err_d(h.y, yb, h.ny));
+				h.n.epi = NULL;
+				free(res);
+				free(y);
+				free(yb);
+				h_free(&h);
+			}
+			free(y1);
+		}
+	dl_sgemm_rows_wide_set(-1);
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* Pointwise layers on small planes at batch > 1 run one GEMM per group
  * of images (src/ops/conv.c pw_forward_batched: gather [C, n HW], GEMM,
  * scatter with bias and epilogue): odd channel counts (enough that a
@@ -1802,6 +1916,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_backward_adjoint);
 	tcase_add_test(tc, test_conv_skinny);
 	tcase_add_test(tc, test_depthwise_blocked);
+	tcase_add_test(tc, test_conv_wide_rows);
 	tcase_add_test(tc, test_pointwise_batched);
 	tcase_add_test(tc, test_conv_wino4_accuracy);
 	tcase_add_test(tc, test_conv_wino4_channels);

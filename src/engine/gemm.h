@@ -59,6 +59,18 @@ int dl_sgemm_rows_level(void);
  * AVX-512) or the best below it that this CPU has; -1 the CPU's best.
  * Returns the level now used. */
 int dl_sgemm_rows_kernels(int want);
+/* Whether products of many columns (im2col's wide tiles, pointwise
+ * convolutions on large planes) should run on dl_sgemm_rows rather than
+ * OpenBLAS: the AVX-512 kernels on a CPU whose FMA units are 512 bits
+ * wide. AMD's family 19h (Zen 4) splits each 512-bit operation in two:
+ * there dl_sgemm_rows took 1.02 and more of OpenBLAS's time from 196
+ * columns; on family 1Ah (Zen 5) 0.60 to 0.75 of it, its packing
+ * included (tools/bench/gemm_rows.c). */
+int dl_sgemm_rows_wide(void);
+/* For the tests: 1 prefer dl_sgemm_rows for many columns (with the
+ * AVX-512 kernels only), 0 not, -1 the CPU's choice. Returns
+ * dl_sgemm_rows_wide() after. */
+int dl_sgemm_rows_wide_set(int want);
 void dl_sgemm_ref(int ta, int tb, int M, int N, int K, float alpha,
 		  const float *A, int lda, const float *B, int ldb, float beta,
 		  float *C, int ldc);

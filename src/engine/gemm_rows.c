@@ -9,6 +9,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define FX_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -480,6 +481,44 @@ int dl_sgemm_rows_kernels(int want)
 		l = want;
 	__atomic_store_n(&level, l, __ATOMIC_RELAXED);
 	return l;
+}
+
+/* 1 when this CPU's FMA units are 512 bits wide: an AVX-512 CPU that is
+ * not AMD's family 19h (Zen 4, which splits 512-bit operations in two) */
+static int cpu_wide(void)
+{
+#ifdef FX_X86
+	unsigned a, b, c, d;
+	if (cpu_level() < 2 || !__get_cpuid(0, &a, &b, &c, &d))
+		return 0;
+	int amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;   /* AuthenticAMD */
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return 0;
+	unsigned family = (a >> 8) & 0xf;
+	if (family == 0xf)
+		family += (a >> 20) & 0xff;
+	return !(amd && family == 0x19);
+#else
+	return 0;
+#endif
+}
+
+static int wide = -1;   /* cpu_wide's, or the tests' */
+
+int dl_sgemm_rows_wide(void)
+{
+	int w = __atomic_load_n(&wide, __ATOMIC_RELAXED);
+	if (w < 0) {
+		w = cpu_wide();
+		__atomic_store_n(&wide, w, __ATOMIC_RELAXED);
+	}
+	return w && rows_level() == 2;
+}
+
+int dl_sgemm_rows_wide_set(int want)
+{
+	__atomic_store_n(&wide, want < 0 ? cpu_wide() : want > 0, __ATOMIC_RELAXED);
+	return dl_sgemm_rows_wide();
 }
 
 void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P, float *C,
