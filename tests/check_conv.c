@@ -903,14 +903,14 @@ START_TEST(test_conv_unkept_im2col)
 		for (int k = 0; k < 2; k++) {
 			struct dl_error err = {0};
 			ck_assert(h_setup(&h[k], "conv2d",
-					  "out_channels: 16, kernel_size: 3, padding: 1, bias: false",
+					  "out_channels: 32, kernel_size: 3, padding: 1, bias: false",
 					  &xs, 0, &err) == 0);
 			h[k].ctx.fixed_weights = 1;
 			h[k].n.keep = k;
 			h_fill(&h[k], 77, 0);   /* x, then the weight (no bias) */
 			h_forward(&h[k]);
 		}
-		float *col = calloc(144 * 49, sizeof(float)), *ref = calloc(16 * 49, sizeof(float));
+		float *col = calloc(144 * 49, sizeof(float)), *ref = calloc(32 * 49, sizeof(float));
 		float *pan = calloc((size_t)dl_sgemm_rows_floats(49, 144), sizeof(float));
 		for (int c = 0; c < 16; c++)
 			for (int i = 0; i < 3; i++)
@@ -924,16 +924,16 @@ START_TEST(test_conv_unkept_im2col)
 						}
 		if (wide) {
 			dl_sgemm_rows_pack(pan, 0, col, 49, 49, 144);
-			dl_sgemm_rows(16, 49, 144, h[0].n.params[0].data, 144, pan, ref, 49);
+			dl_sgemm_rows(32, 49, 144, h[0].n.params[0].data, 144, pan, ref, 49);
 		} else {
-			dl_sgemm(0, 0, 16, 49, 144, 1.0f, h[0].n.params[0].data, 144, col, 49, 0.0f,
+			dl_sgemm(0, 0, 32, 49, 144, 1.0f, h[0].n.params[0].data, 144, col, 49, 0.0f,
 				 ref, 49);
 		}
-		ck_assert_msg(memcmp(h[0].y, ref, 16 * 49 * sizeof(float)) == 0,
+		ck_assert_msg(memcmp(h[0].y, ref, 32 * 49 * sizeof(float)) == 0,
 			      "not kept: the im2col GEMM's bits (%s)",
 			      wide ? "dl_sgemm_rows" : "OpenBLAS");
-		ck_assert_msg(rel_err(h[1].y, ref, 16 * 49) < 1e-5, "kept (Winograd): %g",
-			      rel_err(h[1].y, ref, 16 * 49));
+		ck_assert_msg(rel_err(h[1].y, ref, 32 * 49) < 1e-5, "kept (Winograd): %g",
+			      rel_err(h[1].y, ref, 32 * 49));
 		free(col);
 		free(ref);
 		free(pan);
@@ -1486,8 +1486,8 @@ END_TEST
 
 /* Products of many columns on dl_sgemm_rows (conv.c rows_chunk: a CPU
  * with 512-bit FMA units) in chunks of at most OC columns rounded down to
- * panels, and the same layers on OpenBLAS: a 7x7 stride-2 layer of 20
- * output channels (chunks of 16), a stride-2 3x3 layer, a dilated grouped
+ * panels, and the same layers on OpenBLAS: a 7x7 stride-2 layer of 36
+ * output channels (chunks of 32), a stride-2 3x3 layer, a dilated grouped
  * 3x3 layer (no Winograd), a pointwise layer on 143 cells at batch 1 and
  * 3 (the input read in place), a conv1d; 1 and 2 threads (batch 1 shares
  * each unit among them); against the float64 reference, plain and with
@@ -1499,7 +1499,7 @@ START_TEST(test_conv_wide_rows)
 		const char *op, *hps;
 		int64_t in[4], sh, sw, ph, pw, dh, dw, G;
 	} t[] = {
-		{"conv2d", "out_channels: 20, kernel_size: 7, stride: 2, padding: 3",
+		{"conv2d", "out_channels: 36, kernel_size: 7, stride: 2, padding: 3",
 		 {1, 3, 45, 39}, 2, 2, 3, 3, 1, 1, 1},
 		{"conv2d", "out_channels: 40, kernel_size: 3, stride: 2, padding: 1",
 		 {2, 17, 29, 31}, 2, 2, 1, 1, 1, 1, 1},
@@ -1507,7 +1507,7 @@ START_TEST(test_conv_wide_rows)
 		 {1, 8, 20, 23}, 1, 1, 2, 2, 2, 2, 2},
 		{"conv2d", "out_channels: 35, kernel_size: 1", {1, 19, 13, 11}, 1, 1, 0, 0, 1, 1, 1},
 		{"conv2d", "out_channels: 35, kernel_size: 1", {3, 19, 13, 11}, 1, 1, 0, 0, 1, 1, 1},
-		{"conv1d", "out_channels: 16, kernel_size: 5, padding: 2", {2, 6, 300, 0},
+		{"conv1d", "out_channels: 33, kernel_size: 5, padding: 2", {2, 6, 300, 0},
 		 1, 1, 0, 2, 1, 1, 1},
 	};
 	int keep = dl_threads();

@@ -2292,20 +2292,24 @@ static int rows_cols(const struct geom *g, int64_t cols)
  * (dl_sgemm_rows_wide), any unit that is not skinny, in chunks of at most
  * OC columns rounded down to whole panels, whose panels fit the slot's
  * room past the columns (the weights' size, for backward), in layers of
- * at least 16 output channels per group. On an AMD EPYC of family 1Ah
+ * at least 16 output channels per group and ROWS_CHUNK_MIN in all (in
+ * chunks of 16 columns, mobilenet_v2's 32 -> 16 pointwise layer at
+ * 112x112 took 0.28 ms against OpenBLAS's 0.21). On an AMD EPYC of family 1Ah
  * (Zen 5), batch 1 at 224x224, one thread: resnet18's 7x7 conv1 took
  * 2.6 ms against OpenBLAS's 3.5-4.0, its stride-2 3x3 layers 1.0 against
  * 1.5-1.7; the whole forward 22.0-22.7 ms against 25-30, densenet121
  * (its pointwise layers in chunks) 42.4 against 53.1 at best,
  * mobilenet_v2 7.7 against 9.2. Each output stays one chain over k,
  * whatever the chunk: the same bits at any thread count. */
+#define ROWS_CHUNK_MIN 32
+
 static int64_t rows_chunk(const struct geom *g, int64_t cols)
 {
 	if (skinny_cols(g, cols))
 		return 0;
 	if (rows_cols(g, cols))
 		return cols;
-	if (!dl_sgemm_rows_wide() || cout_g(g) < DL_ROWS_W)
+	if (!dl_sgemm_rows_wide() || cout_g(g) < DL_ROWS_W || g->OC < ROWS_CHUNK_MIN)
 		return 0;
 	int64_t cw = g->OC / DL_ROWS_W * DL_ROWS_W;
 	return cw < cols ? cw : cols;
