@@ -1348,6 +1348,19 @@ START_TEST(test_conv_skinny)
 }
 END_TEST
 
+/* h set up for op {hps} (conv1d or conv2d) on input in (in[3] unused
+ * for conv1d) at the given threads; returns whether the layer is 1-d */
+static int h_case(struct harness *h, const char *op, const char *hps, const int64_t *in,
+		  int train, int threads)
+{
+	struct dl_error err = {0};
+	dl_set_threads(threads);
+	int oned = op[4] == '1';
+	struct dl_shape xs = dl_shape_make(oned ? 3 : 4, in);
+	ck_assert_msg(h_setup(h, op, hps, &xs, train, &err) == 0, "%s", err.msg);
+	return oned;
+}
+
 /* Depthwise layers that the channel-blocked forward serves (src/ops/conv.c
  * dw_cb: blocks of at most DW_CB_MAX_FLOATS) at odd sizes: channel counts that leave a partial block of lanes, a channel
  * multiplier, strides 1 and 2, kernels 3, 5 and 3x5 with dilation,
@@ -1397,11 +1410,7 @@ START_TEST(test_depthwise_blocked)
 	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
 		for (int threads = 1; threads <= 2; threads++) {
 			struct harness h;
-			struct dl_error err = {0};
-			dl_set_threads(threads);
-			int oned = t[k].op[4] == '1';
-			struct dl_shape xs = dl_shape_make(oned ? 3 : 4, t[k].in);
-			ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 1, &err) == 0, "%s", err.msg);
+			int oned = h_case(&h, t[k].op, t[k].hps, t[k].in, 1, threads);
 			struct dl_rng r;
 			dl_rng_seed(&r, 7 + k);
 			for (int64_t i = 0; i < h.nx; i++)
@@ -1518,12 +1527,7 @@ START_TEST(test_conv_wide_rows)
 			float *y1 = NULL;
 			for (int threads = 1; threads <= 2; threads++) {
 				struct harness h;
-				struct dl_error err = {0};
-				dl_set_threads(threads);
-				int oned = t[k].op[4] == '1';
-				struct dl_shape xs = dl_shape_make(oned ? 3 : 4, t[k].in);
-				ck_assert_msg(h_setup(&h, t[k].op, t[k].hps, &xs, 0, &err) == 0, "%s",
-					      err.msg);
+				int oned = h_case(&h, t[k].op, t[k].hps, t[k].in, 0, threads);
 				h.ctx.fixed_weights = 1;
 				h_fill(&h, 31 + k, 0);
 				struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
