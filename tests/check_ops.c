@@ -278,6 +278,11 @@ static const struct gcase activation_cases[] = {
 	{"log_softmax", "", 1, {SHAPE(2, 37)}, 0, 0, 0},
 	{"log_softmax", "dim: 1", 1, {SHAPE(2, 3, 67)}, 0, 0, 0},
 	{"softmax", "dim: 1", 1, {SHAPE(1, 4, 66)}, 0, 0, 0},
+	/* the backward's float lanes along the last dimension (16 and a
+	 * tail) and its blocks of 64 columns before it (two and a tail) */
+	{"softmax", "", 1, {SHAPE(2, 37)}, 0, 0, 0},
+	{"softmax", "dim: 1", 1, {SHAPE(2, 5, 130)}, 0, 0, 0},
+	{"log_softmax", "dim: -2", 1, {SHAPE(1, 3, 129)}, 0, 0, 0},
 };
 
 static const struct gcase shape_cases[] = {

@@ -129,6 +129,24 @@ static inline __attribute__((always_inline)) float dl_row_sum(const float *s, in
 	return sum;
 }
 
+/* The sum of a[t] b[t] for t < n, in the lanes of dl_row_sum. */
+static inline __attribute__((always_inline)) float dl_row_dot(const float *a, const float *b,
+							      int64_t n)
+{
+	float l[DL_ROW_LANES] = {0}, sum = 0.0f;
+	int64_t t = 0;
+	for (; t + DL_ROW_LANES <= n; t += DL_ROW_LANES) {
+		#pragma omp simd
+		for (int j = 0; j < DL_ROW_LANES; j++)
+			l[j] += a[t + j] * b[t + j];
+	}
+	for (; t < n; t++)
+		sum += a[t] * b[t];
+	for (int j = 0; j < DL_ROW_LANES; j++)
+		sum += l[j];
+	return sum;
+}
+
 /* exp(x - mx); 0 below exp's smallest normal float, as libm's expf
  * (which gives denormals there, under 1.2e-38) and PyTorch's vectorised
  * exp give 0 further down: a masked key's -inf, a logit 2000 under the

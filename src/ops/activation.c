@@ -393,35 +393,60 @@ DL_CLONES static void softmax_forward(float *out, const float *inp, int64_t oute
 	}
 }
 
+/* The backward of softmax_cols' columns: softmax's dx += y (dy - sum(dy y)),
+ * log_softmax's dx += dy - exp(y) sum(dy), each column's sum over d in
+ * float, vectorised across the columns. */
+static inline __attribute__((always_inline)) void
+softmax_cols_bwd(float *dx, const float *g, const float *y, int64_t D,
+		 int64_t inner, int w, int log)
+{
+	float sum[DL_SOFTMAX_COLS];
+	for (int j = 0; j < w; j++)
+		sum[j] = 0.0f;
+	for (int64_t d = 0; d < D; d++) {
+		const float *gd = g + d * inner, *yd = y + d * inner;
+		#pragma omp simd
+		for (int j = 0; j < w; j++)
+			sum[j] += log ? gd[j] : gd[j] * yd[j];
+	}
+	for (int64_t d = 0; d < D; d++) {
+		const float *gd = g + d * inner, *yd = y + d * inner;
+		float *dxd = dx + d * inner;
+		#pragma omp simd
+		for (int j = 0; j < w; j++)
+			dxd[j] += log ? gd[j] - dl_exp_shifted(yd[j], 0.0f) * sum[j]
+				      : yd[j] * (gd[j] - sum[j]);
+	}
+}
+
 /* softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy),
- * exp(y) as the forward's (dl_exp_shifted), vectorised along the last
- * dimension. */
+ * exp(y) as the forward's (dl_exp_shifted). The sums run in float, in
+ * vector lanes along the last dimension (dl_row_sum, dl_row_dot) and
+ * across blocks of columns before it, as the forward's. */
 DL_CLONES static void softmax_backward(float *dinp, const float *dout, const float *out,
 				       int64_t outer, int64_t D, int64_t inner, int log)
 {
 	int64_t lanes = outer * inner;
+	if (inner == 1) {
 #pragma omp parallel for if (lanes * D > PAR_MIN)
-	for (int64_t l = 0; l < lanes; l++) {
-		int64_t base = l / inner * D * inner + l % inner;
-		const float *y = out + base, *g = dout + base;
-		float *dx = dinp + base;
-		double s = 0.0;
-		if (log && inner == 1) {
-			float sg = dl_row_sum(g, D);
+		for (int64_t l = 0; l < lanes; l++) {
+			const float *y = out + l * D, *g = dout + l * D;
+			float *dx = dinp + l * D;
+			float s = log ? dl_row_sum(g, D) : dl_row_dot(g, y, D);
 			#pragma omp simd
 			for (int64_t d = 0; d < D; d++)
-				dx[d] += g[d] - dl_exp_shifted(y[d], 0.0f) * sg;
-		} else if (log) {
-			for (int64_t d = 0; d < D; d++)
-				s += g[d * inner];
-			for (int64_t d = 0; d < D; d++)
-				dx[d * inner] += g[d * inner] - dl_exp_shifted(y[d * inner], 0.0f) * (float)s;
-		} else {
-			for (int64_t d = 0; d < D; d++)
-				s += (double)g[d * inner] * y[d * inner];
-			for (int64_t d = 0; d < D; d++)
-				dx[d * inner] += y[d * inner] * (g[d * inner] - (float)s);
+				dx[d] += log ? g[d] - dl_exp_shifted(y[d], 0.0f) * s
+					     : y[d] * (g[d] - s);
 		}
+		return;
+	}
+	int64_t per = (inner + DL_SOFTMAX_COLS - 1) / DL_SOFTMAX_COLS;
+#pragma omp parallel for if (lanes * D > PAR_MIN)
+	for (int64_t b = 0; b < outer * per; b++) {
+		int64_t j0 = b % per * DL_SOFTMAX_COLS;
+		int64_t base = b / per * D * inner + j0;
+		int w = (int)(inner - j0 < DL_SOFTMAX_COLS ? inner - j0 : DL_SOFTMAX_COLS);
+		softmax_cols_bwd(dinp + base, dout + base, out + base, D, inner, w, log);
 	}
 }
 
