@@ -2521,14 +2521,14 @@ static void conv_forward(float *y, const float *x, const float *w,
 			B = col;
 			ldb = cols;
 		}
+		int64_t cw = rows_chunk(g, cols);
 		if (skinny_cols(g, cols)) {
 			float *bt = cols_end(g, ws + thread_id() * slot, K, cols);
 			col_transpose(bt, B, K, cols, 0, K);
 			dl_sgemm_skinny((int)OCg, (int)cols, (int)K, w + gi * OCg * K, (int)K,
 					bt, (int)K, yt, (int)P);
-		} else if (rows_chunk(g, cols)) {
-			rows_chunks(yt, P, w + gi * OCg * K, OCg, K, B, ldb, cols,
-				    rows_chunk(g, cols),
+		} else if (cw) {
+			rows_chunks(yt, P, w + gi * OCg * K, OCg, K, B, ldb, cols, cw,
 				    cols_end(g, ws + thread_id() * slot, K, cols));
 		} else
 			dl_sgemm(0, 0, (int)OCg, (int)cols, (int)K, 1.0f, w + gi * OCg * K,
