@@ -119,7 +119,9 @@ static void free_bench(struct bench *B)
 }
 
 /* How many inner entries of composite n (a transformer layer, a mixture's
- * experts) ran fused in the last forward. */
+ * experts) run fused: the marks the plan set, which every bind keeps while
+ * the fuse wish stays (it does through a bench), so a mixture's expert that
+ * no token chose in the last forward counts as it would run. */
 static int fused_inside(const struct dl_node *n)
 {
 	const struct dl_subgraphs *s = n->sub;
