@@ -359,6 +359,21 @@ softmax_cols(float *y, const float *x, int64_t D, int64_t inner, int w, int log)
 	}
 }
 
+/* The blocks of DL_SOFTMAX_COLS columns of one [D, inner] slab, and where
+ * block b of [outer, D, inner] starts (its width in *w: the last one of a
+ * slab may be narrower). */
+static int64_t cols_blocks(int64_t inner)
+{
+	return (inner + DL_SOFTMAX_COLS - 1) / DL_SOFTMAX_COLS;
+}
+
+static inline int64_t cols_block(int64_t b, int64_t per, int64_t D, int64_t inner, int *w)
+{
+	int64_t j0 = b % per * DL_SOFTMAX_COLS;
+	*w = (int)(inner - j0 < DL_SOFTMAX_COLS ? inner - j0 : DL_SOFTMAX_COLS);
+	return b / per * D * inner + j0;
+}
+
 DL_CLONES static void softmax_forward(float *out, const float *inp, int64_t outer,
 				      int64_t D, int64_t inner, int log)
 {
@@ -383,12 +398,11 @@ DL_CLONES static void softmax_forward(float *out, const float *inp, int64_t oute
 		return;
 	}
 	/* a dimension before the last: blocks of columns */
-	int64_t per = (inner + DL_SOFTMAX_COLS - 1) / DL_SOFTMAX_COLS;
+	int64_t per = cols_blocks(inner);
 #pragma omp parallel for if (lanes * D > PAR_MIN)
 	for (int64_t b = 0; b < outer * per; b++) {
-		int64_t j0 = b % per * DL_SOFTMAX_COLS;
-		int64_t base = b / per * D * inner + j0;
-		int w = (int)(inner - j0 < DL_SOFTMAX_COLS ? inner - j0 : DL_SOFTMAX_COLS);
+		int w;
+		int64_t base = cols_block(b, per, D, inner, &w);
 		softmax_cols(out + base, inp + base, D, inner, w, log);
 	}
 }
@@ -440,12 +454,11 @@ DL_CLONES static void softmax_backward(float *dinp, const float *dout, const flo
 		}
 		return;
 	}
-	int64_t per = (inner + DL_SOFTMAX_COLS - 1) / DL_SOFTMAX_COLS;
+	int64_t per = cols_blocks(inner);
 #pragma omp parallel for if (lanes * D > PAR_MIN)
 	for (int64_t b = 0; b < outer * per; b++) {
-		int64_t j0 = b % per * DL_SOFTMAX_COLS;
-		int64_t base = b / per * D * inner + j0;
-		int w = (int)(inner - j0 < DL_SOFTMAX_COLS ? inner - j0 : DL_SOFTMAX_COLS);
+		int w;
+		int64_t base = cols_block(b, per, D, inner, &w);
 		softmax_cols_bwd(dinp + base, dout + base, out + base, D, inner, w, log);
 	}
 }
