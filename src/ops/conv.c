@@ -2485,6 +2485,42 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
  * bits do not depend on how many threads run), each part in groups of
  * pw_group images: gather [C, n P], one GEMM into [OC, n P], scatter to
  * [n, OC, P] with the bias and the epilogue per row. */
+/* The columns [C, k P] of k images x_i ([C, P] each, one after the
+ * other) as dl_sgemm_rows_pack packs them: panels of DL_ROWS_W columns,
+ * c outermost in each, the columns past k P zero. Straight from the
+ * images, in place of the gathering. */
+static void pw_pack(float *restrict pan, const float *restrict x, int64_t k, int64_t P,
+		    int64_t C)
+{
+	int64_t m = k * P;
+	for (int64_t j0 = 0; j0 < m; j0 += DL_ROWS_W) {
+		float *p = pan + j0 * C;
+		int64_t nw = m - j0 < DL_ROWS_W ? m - j0 : DL_ROWS_W;
+		if (nw < DL_ROWS_W)
+			memset(p, 0, (size_t)(C * DL_ROWS_W) * sizeof *p);
+		for (int64_t j = j0; j < j0 + nw;) {
+			int64_t i = j / P, q = j % P;
+			int64_t run = P - q < j0 + nw - j ? P - q : j0 + nw - j;
+			const float *src = x + i * C * P + q;
+			for (int64_t c = 0; c < C; c++)
+				copy_row(p + c * DL_ROWS_W + (j - j0), src + c * P, run);
+			j += run;
+		}
+	}
+}
+
+/* Images per product of pw_forward_batched on dl_sgemm_rows: its own
+ * group (pw_group), fewer where the panels (the columns rounded up to a
+ * panel) and the product do not fit the slot; 0 when one image does not */
+static int64_t pw_rows_group(const struct geom *g, int64_t nb)
+{
+	int64_t P = g->H * g->W, slot = slot_floats(g);
+	for (; nb > 0; nb--)
+		if (dl_sgemm_rows_floats((int)(nb * P), (int)g->C) + g->OC * nb * P <= slot)
+			return nb;
+	return 0;
+}
+
 static void pw_forward_batched(float *y, const float *x, const float *w,
 			       const float *b, float *ws, const struct geom *g, int nt,
 			       const struct dl_epilogue *e, const float *res)
@@ -2492,6 +2528,11 @@ static void pw_forward_batched(float *y, const float *x, const float *w,
 	int64_t P = g->H * g->W, C = g->C, OC = g->OC, nb = pw_group(g);
 	int64_t slot = slot_floats(g);
 	int parts = nt;
+	/* on a CPU with 512-bit FMA units, on dl_sgemm_rows: the images
+	 * packed straight into its panels, each output one chain over C */
+	int64_t rb = dl_sgemm_rows_wide() && OC >= ROWS_CHUNK_MIN ? pw_rows_group(g, nb) : 0;
+	if (rb)
+		nb = rb;
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int s = 0; s < parts; s++) {
@@ -2501,14 +2542,20 @@ static void pw_forward_batched(float *y, const float *x, const float *w,
 		int64_t hi = lo + step < g->N ? lo + step : g->N;
 		for (int64_t n0 = lo; n0 < hi; n0 += nb) {
 			int64_t k = hi - n0 < nb ? hi - n0 : nb, m = k * P;
-			float *out = col + C * m;
-			for (int64_t i = 0; i < k; i++) {
-				const float *xi = x + (n0 + i) * C * P;
-				for (int64_t c = 0; c < C; c++)
-					memcpy(col + c * m + i * P, xi + c * P, (size_t)P * sizeof(float));
+			float *out = col + (rb ? dl_sgemm_rows_floats((int)m, (int)C) : C * m);
+			if (rb) {
+				pw_pack(col, x + n0 * C * P, k, P, C);
+				dl_sgemm_rows((int)OC, (int)m, (int)C, w, (int)C, col, out, (int)m);
+			} else {
+				for (int64_t i = 0; i < k; i++) {
+					const float *xi = x + (n0 + i) * C * P;
+					for (int64_t c = 0; c < C; c++)
+						memcpy(col + c * m + i * P, xi + c * P,
+						       (size_t)P * sizeof(float));
+				}
+				dl_sgemm(0, 0, (int)OC, (int)m, (int)C, 1.0f, w, (int)C, col, (int)m,
+					 0.0f, out, (int)m);
 			}
-			dl_sgemm(0, 0, (int)OC, (int)m, (int)C, 1.0f, w, (int)C, col, (int)m,
-				 0.0f, out, (int)m);
 			/* bias and epilogue on the product's rows of m cells (per
 			 * image, rows of P: a call per 4 cells at 2x2 planes
 			 * was 15% of efficientnet_b0's batch-32 forward), the
@@ -2624,11 +2671,10 @@ static void conv_forward(float *y, const float *x, const float *w,
  * private gradient, as OpenBLAS adds its products' sums (one chain going
  * on from the running sum added each term to a large value: twice the
  * rounding in the weights of data-parallel training, tests/mpi.sh); the
- * slots' gradients summed as before: the bits do not depend on the
- * team's size. The transposed weights, the
- * grouped backward's dW^T and a packed chunk per thread come after the
- * threads' slots (bwd_xtra_floats), planned where the CPU takes this
- * path. */
+ * slots' gradients are summed as before, so the bits do not depend on
+ * the team's size. The transposed weights, the grouped backward's dW^T
+ * and a packed chunk per thread come after the threads' slots
+ * (bwd_xtra_floats), planned only where the CPU takes this path. */
 #define BWD_CHUNK 256
 
 static int bwd_rows_fit(const struct geom *g)
@@ -2800,10 +2846,9 @@ static void group_scatter(float *dx, const float *col, int64_t ld, const struct 
  * columns, from its own packing of dy; after a barrier it scatters its
  * images' columns back. Each row's sums do not depend on the rows a slot
  * takes: the bits depend on the groups (which follow nt, bwd_group), not
- * on the team. In OpenBLAS's grouped
- * backward the gathering and the scattering ran on one thread, the other
- * waiting (densenet121's 4x4 3x3 layers at batch 32 took longer at 2
- * threads than at 1). */
+ * on the team. In OpenBLAS's grouped backward one thread gathered and
+ * scattered while the other waited (densenet121's 4x4 3x3 layers at
+ * batch 32 took longer at 2 threads than at 1). */
 static void conv_backward_groups_rows(float *dx, float *dw, const float *dy,
 				      const float *x, const float *w, float *ws,
 				      const struct geom *g, int64_t G, float *xtra, int nt)
