@@ -1608,6 +1608,19 @@ START_TEST(test_depthwise_blocked)
 }
 END_TEST
 
+/* The first run's output kept in *first, a later run's compared with it
+ * bit for bit (what: the case) */
+static void same_bits(float **first, const float *y, int64_t n, const char *what)
+{
+	if (!*first) {
+		*first = malloc((size_t)n * sizeof(float));
+		memcpy(*first, y, (size_t)n * sizeof(float));
+		return;
+	}
+	ck_assert_msg(memcmp(*first, y, (size_t)n * sizeof(float)) == 0,
+		      "{%s}: 2 threads changed the bits", what);
+}
+
 /* Products of many columns on dl_sgemm_rows (conv.c rows_chunk: a CPU
  * with 512-bit FMA units) in chunks of at most OC columns rounded down to
  * panels, and the same layers on OpenBLAS: a 7x7 stride-2 layer of 36
@@ -1664,13 +1677,8 @@ START_TEST(test_conv_wide_rows)
 					      "{%s} %s, %d threads: y off by %g", t[k].hps,
 					      wide ? "rows" : "OpenBLAS", threads,
 					      rel_err_d(h.y, yb, h.ny));
-				if (wide && threads == 1) {
-					y1 = malloc((size_t)h.ny * sizeof(float));
-					memcpy(y1, h.y, (size_t)h.ny * sizeof(float));
-				} else if (wide) {
-					ck_assert_msg(memcmp(y1, h.y, (size_t)h.ny * sizeof(float)) == 0,
-						      "{%s}: 2 threads changed the bits", t[k].hps);
-				}
+				if (wide)
+					same_bits(&y1, h.y, h.ny, t[k].hps);
 				for (int64_t i = 0; i < h.ny; i++)
 					res[i] = (float)(i % 7) * 0.25f - 0.75f;
 				struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6, .act2 = DL_ACT_RELU,
@@ -1751,13 +1759,11 @@ START_TEST(test_pointwise_batched)
 						      wide, rel_err_d(h.y, yb, h.ny));
 					/* on dl_sgemm_rows each output is one chain over
 					 * the input channels: the same bits at 2 threads */
-					if (wide && threads == 1) {
-						y1 = malloc((size_t)h.ny * sizeof(float));
-						memcpy(y1, h.y, (size_t)h.ny * sizeof(float));
-					} else if (wide) {
-						ck_assert_msg(memcmp(y1, h.y, (size_t)h.ny * sizeof(float)) == 0,
-							      "%lldx%lld, batch %lld: 2 threads changed the bits",
-							      (long long)d[2], (long long)d[3], (long long)d[0]);
+					if (wide) {
+						char what[64];
+						snprintf(what, sizeof what, "%lldx%lld, batch %lld",
+							 (long long)d[2], (long long)d[3], (long long)d[0]);
+						same_bits(&y1, h.y, h.ny, what);
 					}
 
 					/* fused: bias, batch norm, relu6, residual, relu */
