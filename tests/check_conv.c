@@ -1262,6 +1262,121 @@ START_TEST(test_conv_backward_groups)
 }
 END_TEST
 
+/* A layer's input, weight and dy from seed, forward and backward with
+ * `threads` asked for and `used` running; its dx and dW copied out */
+static void rows_run(const struct ref_case *c, uint64_t seed, int threads, int used,
+		     int twice, float **dx, float **dw, int64_t *nx, int64_t *nw)
+{
+	struct harness h;
+	dl_set_threads(threads);
+	dl_threads_pin(used);
+	h_open(&h, c->op, c->hps, 4, c->in, 1);
+	h_fill(&h, seed, 1);
+	h_forward(&h);
+	h_backward(&h);
+	if (twice) {
+		struct dl_tensor in = {h.xs, h.x}, out = {h.ys, h.y};
+		float *din[1] = {h.dx};
+		h.n.op->backward(&h.n, &in, &out, h.gy, din, &h.ctx);
+	}
+	struct dl_param *w = h_param(&h, "weight");
+	*nx = h.nx;
+	*nw = dl_shape_numel(&w->shape);
+	*dx = malloc((size_t)*nx * sizeof(float));
+	*dw = malloc((size_t)*nw * sizeof(float));
+	memcpy(*dx, h.dx, (size_t)*nx * sizeof(float));
+	memcpy(*dw, w->grad, (size_t)*nw * sizeof(float));
+	h_free(&h);
+}
+
+/* The backward's products on dl_sgemm_rows (src/ops/conv.c,
+ * bwd_xtra_floats) and on OpenBLAS, both where the AVX-512 kernels run:
+ * per image (a strided 3x3 layer over several tiles of columns, a
+ * pointwise layer on 300 cells: two packed chunks of dy, a 7x7 layer at
+ * batch 1, groups of 24 output channels) and in groups of images
+ * (bwd_group: a 3x3 layer on 4x4 planes, its data gradient by the
+ * Winograd adjoint; a strided 3x3 layer on 5x4 outputs and a pointwise
+ * one on 2x2, their data gradients from W^T; pointwise with groups), and
+ * a layer of 8 output channels, which stays on OpenBLAS; 1 and 2
+ * threads, against the float64 reference. On dl_sgemm_rows: two threads
+ * asked for give the same bits with one or two running; the grouped
+ * backward's dx the same bits at 1 and 2 threads (each element one chain
+ * over the output channels; dW's sums follow the groups, which follow
+ * the thread count); a second backward without zeroing doubles dx and dW
+ * (within 1e-6 of the largest: the second adds its sums on). */
+START_TEST(test_conv_backward_rows)
+{
+	static const struct {
+		struct ref_case c;
+		int rows, grouped;
+	} t[] = {
+		{{"conv2d", "out_channels: 40, kernel_size: 3, stride: 2, padding: 1",
+		  {2, 17, 29, 31}, 1, 1}, 1, 0},
+		{{"conv2d", "out_channels: 35, kernel_size: 1", {2, 19, 15, 20}, 0, 0}, 1, 0},
+		{{"conv2d", "out_channels: 36, kernel_size: 7, stride: 2, padding: 3",
+		  {1, 3, 45, 39}, 3, 3}, 1, 0},
+		{{"conv2d", "out_channels: 48, kernel_size: 3, stride: 2, padding: 1, groups: 2",
+		  {3, 16, 20, 18}, 1, 1}, 1, 0},
+		{{"conv2d", "out_channels: 40, kernel_size: 3, padding: 1", {21, 24, 4, 4}, 1, 1}, 1, 1},
+		{{"conv2d", "out_channels: 48, kernel_size: 3, stride: 2, padding: 1",
+		  {6, 40, 9, 7}, 1, 1}, 1, 1},
+		{{"conv2d", "out_channels: 48, kernel_size: 1", {33, 64, 2, 2}, 0, 0}, 1, 1},
+		{{"conv2d", "out_channels: 36, kernel_size: 1, groups: 2", {7, 40, 3, 5}, 0, 0}, 1, 0},
+		{{"conv2d", "out_channels: 8, kernel_size: 3, padding: 1", {3, 8, 8, 8}, 1, 1}, 0, 0},
+	};
+	int keep = dl_threads();
+	for (size_t k = 0; k < sizeof t / sizeof *t; k++)
+		for (int wide = 0; wide < 2; wide++) {
+			if (dl_sgemm_rows_wide_set(wide) != wide)
+				continue;
+			for (int threads = 1; threads <= 2; threads++) {
+				struct harness h;
+				dl_set_threads(threads);
+				h_open(&h, t[k].c.op, t[k].c.hps, 4, t[k].c.in, 1);
+				int rows = dl_conv_backward_rows(&h.n, &h.xs);
+				ck_assert_msg(rows == (wide && t[k].rows),
+					      "{%s}, %d threads, wide %d: on dl_sgemm_rows %d",
+					      t[k].c.hps, threads, wide, rows);
+				h_free(&h);
+				check_reference(&t[k].c, 1100 + k, threads, -1);
+			}
+			if (!wide || !t[k].rows)
+				continue;
+			float *dx[4], *dw[4];
+			int64_t nx, nw;
+			rows_run(&t[k].c, 1200 + k, 2, 2, 0, &dx[0], &dw[0], &nx, &nw);
+			rows_run(&t[k].c, 1200 + k, 2, 1, 0, &dx[1], &dw[1], &nx, &nw);
+			rows_run(&t[k].c, 1200 + k, 1, 1, 0, &dx[2], &dw[2], &nx, &nw);
+			rows_run(&t[k].c, 1200 + k, 2, 2, 1, &dx[3], &dw[3], &nx, &nw);
+			ck_assert_msg(memcmp(dx[0], dx[1], (size_t)nx * sizeof(float)) == 0 &&
+				      memcmp(dw[0], dw[1], (size_t)nw * sizeof(float)) == 0,
+				      "{%s}: one thread of two running changed the bits", t[k].c.hps);
+			if (t[k].grouped)
+				ck_assert_msg(memcmp(dx[0], dx[2], (size_t)nx * sizeof(float)) == 0,
+					      "{%s}: grouped, dx differs at 1 and 2 threads", t[k].c.hps);
+			float big = 0.0f, bigw = 0.0f;
+			for (int64_t i = 0; i < nx; i++)
+				big = fabsf(dx[0][i]) > big ? fabsf(dx[0][i]) : big;
+			for (int64_t i = 0; i < nw; i++)
+				bigw = fabsf(dw[0][i]) > bigw ? fabsf(dw[0][i]) : bigw;
+			for (int64_t i = 0; i < nx; i++)
+				ck_assert_msg(fabsf(dx[3][i] - 2.0f * dx[0][i]) <= 1e-6f * big,
+					      "{%s}: dx[%lld] %g after two backward passes, not 2 x %g",
+					      t[k].c.hps, (long long)i, dx[3][i], dx[0][i]);
+			for (int64_t i = 0; i < nw; i++)
+				ck_assert_msg(fabsf(dw[3][i] - 2.0f * dw[0][i]) <= 1e-6f * bigw,
+					      "{%s}: dW[%lld] %g after two backward passes, not 2 x %g",
+					      t[k].c.hps, (long long)i, dw[3][i], dw[0][i]);
+			for (int i = 0; i < 4; i++) {
+				free(dx[i]);
+				free(dw[i]);
+			}
+		}
+	dl_sgemm_rows_wide_set(-1);
+	dl_set_threads(keep);
+}
+END_TEST
+
 /* The data gradient of 3x3 layers with unit stride as a Winograd
  * convolution of dy (src/ops/conv.c, adjoint_of): F(4x4) and F(2x2)
  * adjoints, groups with Cg != OCg, padding 0, 2 and uneven (the
@@ -1493,6 +1608,19 @@ START_TEST(test_depthwise_blocked)
 }
 END_TEST
 
+/* The first run's output kept in *first, a later run's compared with it
+ * bit for bit (what: the case) */
+static void same_bits(float **first, const float *y, int64_t n, const char *what)
+{
+	if (!*first) {
+		*first = malloc((size_t)n * sizeof(float));
+		memcpy(*first, y, (size_t)n * sizeof(float));
+		return;
+	}
+	ck_assert_msg(memcmp(*first, y, (size_t)n * sizeof(float)) == 0,
+		      "{%s}: 2 threads changed the bits", what);
+}
+
 /* Products of many columns on dl_sgemm_rows (conv.c rows_chunk: a CPU
  * with 512-bit FMA units) in chunks of at most OC columns rounded down to
  * panels, and the same layers on OpenBLAS: a 7x7 stride-2 layer of 36
@@ -1549,13 +1677,8 @@ START_TEST(test_conv_wide_rows)
 					      "{%s} %s, %d threads: y off by %g", t[k].hps,
 					      wide ? "rows" : "OpenBLAS", threads,
 					      rel_err_d(h.y, yb, h.ny));
-				if (wide && threads == 1) {
-					y1 = malloc((size_t)h.ny * sizeof(float));
-					memcpy(y1, h.y, (size_t)h.ny * sizeof(float));
-				} else if (wide) {
-					ck_assert_msg(memcmp(y1, h.y, (size_t)h.ny * sizeof(float)) == 0,
-						      "{%s}: 2 threads changed the bits", t[k].hps);
-				}
+				if (wide)
+					same_bits(&y1, h.y, h.ny, t[k].hps);
 				for (int64_t i = 0; i < h.ny; i++)
 					res[i] = (float)(i % 7) * 0.25f - 0.75f;
 				struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6, .act2 = DL_ACT_RELU,
@@ -1590,78 +1713,97 @@ END_TEST
  * scatter with bias and epilogue): odd channel counts (enough that a
  * group of 3 to 55 images fits the slot), planes 1x1 to 4x4, batch 1, 3
  * and 33 (groups that do not divide the batch, a part
- * per thread), 1 and 2 threads; against the float64 reference, plain
- * and with a fused bias, batch norm, relu6, residual and relu. */
+ * per thread), 1 and 2 threads, on OpenBLAS and (where the AVX-512
+ * kernels run) on dl_sgemm_rows, the images packed straight into its
+ * panels, the same bits at 1 and 2 threads; against the float64
+ * reference, plain and with a fused bias, batch norm, relu6, residual
+ * and relu. */
 START_TEST(test_pointwise_batched)
 {
 	int64_t planes[][2] = {{1, 1}, {2, 2}, {3, 5}, {4, 4}}, batches[] = {1, 3, 33};
 	int keep = dl_threads();
-	for (int pi = 0; pi < 4; pi++)
-		for (int bi = 0; bi < 3; bi++)
-			for (int threads = 1; threads <= 2; threads++) {
-				struct harness h;
-				struct dl_error err = {0};
-				dl_set_threads(threads);
-				int64_t d[4] = {batches[bi], 131, planes[pi][0], planes[pi][1]};
-				struct dl_shape xs = dl_shape_make(4, d);
-				ck_assert_msg(h_setup(&h, "conv2d", "out_channels: 97, kernel_size: 1",
-						      &xs, 1, &err) == 0, "%s", err.msg);
-				struct dl_rng r;
-				dl_rng_seed(&r, 31 + pi * 7 + bi);
-				for (int64_t i = 0; i < h.nx; i++)
-					h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
-				for (int i = 0; i < h.n.n_params; i++)
-					for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
-						h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
-				struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
-				int64_t plane = d[2] * d[3];
-				struct ref rf = {d[0], 131, d[2], d[3], 97, d[2], d[3], 1, 1, 1,
-						 1, 1, 0, 0, 1, 1, 0};
-				double *y = calloc((size_t)h.ny, sizeof(double));
-				double *yb = calloc((size_t)h.ny, sizeof(double));
-				ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
-				h_forward(&h);
-				for (int64_t i = 0; i < h.ny; i++)
-					yb[i] = y[i] + b->data[i / plane % 97];
-				ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
-					      "%lldx%lld, batch %lld, %d threads: y off by %g",
-					      (long long)d[2], (long long)d[3], (long long)d[0], threads,
-					      rel_err_d(h.y, yb, h.ny));
+	for (int wide = 0; wide < 2; wide++) {
+		if (dl_sgemm_rows_wide_set(wide) != wide)
+			continue;
+		for (int pi = 0; pi < 4; pi++)
+			for (int bi = 0; bi < 3; bi++) {
+				float *y1 = NULL;
+				for (int threads = 1; threads <= 2; threads++) {
+					struct harness h;
+					struct dl_error err = {0};
+					dl_set_threads(threads);
+					int64_t d[4] = {batches[bi], 131, planes[pi][0], planes[pi][1]};
+					struct dl_shape xs = dl_shape_make(4, d);
+					ck_assert_msg(h_setup(&h, "conv2d", "out_channels: 97, kernel_size: 1",
+							      &xs, 1, &err) == 0, "%s", err.msg);
+					struct dl_rng r;
+					dl_rng_seed(&r, 31 + pi * 7 + bi);
+					for (int64_t i = 0; i < h.nx; i++)
+						h.x[i] = (float)dl_rng_uniform(&r) - 0.5f;
+					for (int i = 0; i < h.n.n_params; i++)
+						for (int64_t j = 0; j < dl_shape_numel(&h.n.params[i].shape); j++)
+							h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
+					struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
+					int64_t plane = d[2] * d[3];
+					struct ref rf = {d[0], 131, d[2], d[3], 97, d[2], d[3], 1, 1, 1,
+							 1, 1, 0, 0, 1, 1, 0};
+					double *y = calloc((size_t)h.ny, sizeof(double));
+					double *yb = calloc((size_t)h.ny, sizeof(double));
+					ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
+					h_forward(&h);
+					for (int64_t i = 0; i < h.ny; i++)
+						yb[i] = y[i] + b->data[i / plane % 97];
+					ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+						      "%lldx%lld, batch %lld, %d threads, wide %d: y off by %g",
+						      (long long)d[2], (long long)d[3], (long long)d[0], threads,
+						      wide, rel_err_d(h.y, yb, h.ny));
+					/* on dl_sgemm_rows each output is one chain over
+					 * the input channels: the same bits at 2 threads */
+					if (wide) {
+						char what[64];
+						snprintf(what, sizeof what, "%lldx%lld, batch %lld",
+							 (long long)d[2], (long long)d[3], (long long)d[0]);
+						same_bits(&y1, h.y, h.ny, what);
+					}
 
-				/* fused: bias, batch norm, relu6, residual, relu */
-				float *sc = malloc(2 * 97 * sizeof(float));
-				float *res = malloc((size_t)h.ny * sizeof(float));
-				for (int64_t c = 0; c < 97; c++) {
-					sc[c] = 0.5f + (float)dl_rng_uniform(&r);
-					sc[97 + c] = (float)dl_rng_uniform(&r) - 0.5f;
+					/* fused: bias, batch norm, relu6, residual, relu */
+					float *sc = malloc(2 * 97 * sizeof(float));
+					float *res = malloc((size_t)h.ny * sizeof(float));
+					for (int64_t c = 0; c < 97; c++) {
+						sc[c] = 0.5f + (float)dl_rng_uniform(&r);
+						sc[97 + c] = (float)dl_rng_uniform(&r) - 0.5f;
+					}
+					for (int64_t i = 0; i < h.ny; i++)
+						res[i] = 2.0f * (float)dl_rng_uniform(&r) - 1.0f;
+					struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6,
+								.act2 = DL_ACT_RELU, .res = 0, .ready = 1,
+								.bias = b->data, .scale = sc, .shift = sc + 97,
+								.resp = res};
+					h.n.epi = &e;
+					h.ctx.train = 0;
+					h_forward(&h);
+					for (int64_t i = 0; i < h.ny; i++) {
+						int64_t c = i / plane % 97;
+						double v = (y[i] + b->data[c]) * sc[c] + sc[97 + c];
+						v = v < 0.0 ? 0.0 : v > 6.0 ? 6.0 : v;
+						v += res[i];
+						yb[i] = v < 0.0 ? 0.0 : v;
+					}
+					ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
+						      "%lldx%lld, batch %lld, %d threads: fused off by %g",
+						      (long long)d[2], (long long)d[3], (long long)d[0], threads,
+						      rel_err_d(h.y, yb, h.ny));
+					h.n.epi = NULL;
+					free(sc);
+					free(res);
+					free(y);
+					free(yb);
+					h_free(&h);
 				}
-				for (int64_t i = 0; i < h.ny; i++)
-					res[i] = 2.0f * (float)dl_rng_uniform(&r) - 1.0f;
-				struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6,
-							.act2 = DL_ACT_RELU, .res = 0, .ready = 1,
-							.bias = b->data, .scale = sc, .shift = sc + 97,
-							.resp = res};
-				h.n.epi = &e;
-				h.ctx.train = 0;
-				h_forward(&h);
-				for (int64_t i = 0; i < h.ny; i++) {
-					int64_t c = i / plane % 97;
-					double v = (y[i] + b->data[c]) * sc[c] + sc[97 + c];
-					v = v < 0.0 ? 0.0 : v > 6.0 ? 6.0 : v;
-					v += res[i];
-					yb[i] = v < 0.0 ? 0.0 : v;
-				}
-				ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
-					      "%lldx%lld, batch %lld, %d threads: fused off by %g",
-					      (long long)d[2], (long long)d[3], (long long)d[0], threads,
-					      rel_err_d(h.y, yb, h.ny));
-				h.n.epi = NULL;
-				free(sc);
-				free(res);
-				free(y);
-				free(yb);
-				h_free(&h);
+				free(y1);
 			}
+	}
+	dl_sgemm_rows_wide_set(-1);
 	dl_set_threads(keep);
 }
 END_TEST
@@ -1917,6 +2059,7 @@ Suite *make_conv_suite(void)
 	tcase_add_test(tc, test_conv_large_reference);
 	tcase_add_test(tc, test_im2col_row_widths);
 	tcase_add_test(tc, test_conv_backward_groups);
+	tcase_add_test(tc, test_conv_backward_rows);
 	tcase_add_test(tc, test_conv_backward_adjoint);
 	tcase_add_test(tc, test_conv_skinny);
 	tcase_add_test(tc, test_depthwise_blocked);

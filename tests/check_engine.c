@@ -546,7 +546,8 @@ END_TEST
  * this CPU takes), at row counts around its tiles of 12, 8, 6 and 4, column
  * counts around its panels of 16 and the 8 and 4 of their narrower
  * kernels, K of 1 to past a few vectors, leading dimensions longer than
- * the rows; the same bits for any rows and columns given; the packed
+ * the rows; the same bits for any rows and columns given; k split into
+ * two calls, the second adding (dl_sgemm_rows_add); the packed
  * panels' columns past N zero, and the same packed from B as from Bt. */
 START_TEST(gemm_rows_exact_chains)
 {
@@ -604,6 +605,32 @@ START_TEST(gemm_rows_exact_chains)
 						for (int n = N; n < ldc; n++)
 							ck_assert_msg(isnan(C[m * ldc + n]), "M %d N %d: wrote past N", M, N);
 					}
+					/* k split in two calls, the second adding
+					 * (dl_sgemm_rows_add): the first call's sum
+					 * plus the second half's chain from zero;
+					 * nothing written past N */
+					if (K >= 2) {
+						int k1 = K / 2;
+						for (size_t i = 0; i < sizeof S / sizeof *S; i++)
+							S[i] = NAN;
+						dl_sgemm_rows_pack(P, 1, Bt, ldb, N, k1);
+						dl_sgemm_rows(M, N, k1, A, lda, P, S, ldc);
+						dl_sgemm_rows_pack(P, 1, Bt + k1, ldb, N, K - k1);
+						dl_sgemm_rows_add(M, N, K - k1, A + k1, lda, P, S, ldc);
+						for (int m = 0; m < M; m++)
+							for (int n = 0; n < ldc; n++) {
+								float e1 = 0.0f, e2 = 0.0f, e;
+								for (int k = 0; n < N && k < K; k++) {
+									float *e12 = k < k1 ? &e1 : &e2;
+									*e12 = fmaf(A[m * lda + k], Bt[n * ldb + k], *e12);
+								}
+								e = e1 + e2;
+								ck_assert_msg(n < N ? memcmp(&S[m * ldc + n], &e, sizeof e) == 0
+										    : isnan(S[m * ldc + n]),
+									      "kernels %d, M %d N %d K %d split at %d: C[%d, %d] %.9g, not %.9g",
+									      lv, M, N, K, k1, m, n, S[m * ldc + n], e);
+							}
+					}
 					if (M < 3 || N < 2)
 						continue;
 					/* rows 2.. and columns 1.. alone: the same bits */
@@ -616,6 +643,50 @@ START_TEST(gemm_rows_exact_chains)
 								      "M %d N %d K %d: C[%d, %d] changes with the rows given",
 								      M, N, K, m, n);
 				}
+	}
+	dl_sgemm_rows_kernels(-1);
+}
+END_TEST
+
+/* dl_sgemm_rows_add over k of 600: blocks of 256, 256 and 88, each a
+ * chain of fmaf from zero added to C in turn (gemm.h), the same bits at
+ * every kernel level this CPU has; rows around the tiles, columns around
+ * the panels (one, two, four at once), C's columns past N untouched. */
+START_TEST(gemm_rows_add_blocks)
+{
+	enum { M = 13, N = 67, K = 600, LDC = N + 5 };
+	static float A[M * K], Bt[N * K], C0[M * LDC], C[M * LDC];
+	static float P[(N + DL_ROWS_W) * K];
+	struct dl_rng r;
+	dl_rng_seed(&r, 31);
+	for (int i = 0; i < M * K; i++)
+		A[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < N * K; i++)
+		Bt[i] = (float)dl_rng_normal(&r);
+	for (int i = 0; i < M * LDC; i++)
+		C0[i] = (float)dl_rng_normal(&r) * 10.0f;
+	dl_sgemm_rows_pack(P, 1, Bt, K, N, K);
+	for (int lv = 2; lv >= 0; lv--) {
+		if (dl_sgemm_rows_kernels(lv) != lv)
+			continue;
+		for (int m0 = 0; m0 < M; m0 += 7) {   /* rows 0..12, then 7..12 */
+			int rows = M - m0;
+			memcpy(C, C0, sizeof C);
+			dl_sgemm_rows_add(rows, N, K, A + m0 * K, K, P, C + m0 * LDC, LDC);
+			for (int m = m0; m < M; m++)
+				for (int n = 0; n < LDC; n++) {
+					float e = C0[m * LDC + n];
+					for (int k0 = 0; n < N && k0 < K; k0 += 256) {
+						float s = 0.0f;
+						for (int k = k0; k < K && k < k0 + 256; k++)
+							s = fmaf(A[m * K + k], Bt[n * K + k], s);
+						e += s;
+					}
+					ck_assert_msg(memcmp(&C[m * LDC + n], &e, sizeof e) == 0,
+						      "kernels %d, rows from %d: C[%d, %d] %.9g, not %.9g",
+						      lv, m0, m, n, C[m * LDC + n], e);
+				}
+		}
 	}
 	dl_sgemm_rows_kernels(-1);
 }
@@ -1100,6 +1171,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, epilogue_lanes_match_rows);
 	tcase_add_test(tc, gemm_skinny_matches_reference);
 	tcase_add_test(tc, gemm_rows_exact_chains);
+	tcase_add_test(tc, gemm_rows_add_blocks);
 	tcase_add_loop_test(tc, gemm_rows_blocks, 0,
 			    (int)(sizeof rows_blocks / sizeof *rows_blocks));
 	tcase_add_test(tc, xwt_packed_chains);

@@ -42,12 +42,19 @@ void dl_sgemm_skinny(int M, int N, int K, const float *A, int lda, const float *
  * its outputs. B ([K, N], or [N, K] when tb) is packed first
  * (dl_sgemm_rows_pack, into dl_sgemm_rows_floats(N, K) floats: panels of
  * DL_ROWS_W columns, k outermost); A is read in place. C overwritten
- * (alpha 1, beta 0). */
+ * (alpha 1, beta 0); dl_sgemm_rows_add adds (beta 1): each element's
+ * chain over k starts from zero and its sum is added to C (per block of
+ * 256 k, in order, the same bits on every CPU), as OpenBLAS adds a
+ * product's sums, not one chain continued from C's value, which in a
+ * gradient summed over many calls adds every term to the large running
+ * sum. */
 #define DL_ROWS_W 16
 int64_t dl_sgemm_rows_floats(int N, int K);
 void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K);
 void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P, float *C,
 		   int ldc);
+void dl_sgemm_rows_add(int M, int N, int K, const float *A, int lda, const float *P,
+		       float *C, int ldc);
 /* dl_sgemm_rows shared among the threads by blocks of panels, as
  * dl_sgemm shares its products (not inside a parallel region, nor while
  * dl_sgemm_whole is on, nor below its size): the same bits. */

@@ -109,18 +109,32 @@ void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K)
 
 /* Any CPU: the same chains, fmaf's single rounding as the vector FMAs. */
 static void rows_plain(int M, int N, int K, const float *A, int lda, const float *P,
-		       float *C, int ldc)
+		       float *C, int ldc, int add)
 {
 	for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
 		const float *p = P + (int64_t)n0 * K;
 		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 		for (int m = 0; m < M; m++) {
 			const float *a = A + (int64_t)m * lda;
+			float *c = C + (int64_t)m * ldc + n0;
+			if (add) {
+				/* blocks of KC, each added (see rows_run) */
+				for (int k0 = 0; k0 < K; k0 += KC) {
+					float acc[DL_ROWS_W] = {0};
+					for (int k = k0; k < K && k < k0 + KC; k++)
+						for (int j = 0; j < nw; j++)
+							acc[j] = fmaf(a[k], p[(int64_t)k * DL_ROWS_W + j],
+								      acc[j]);
+					for (int j = 0; j < nw; j++)
+						c[j] += acc[j];
+				}
+				continue;
+			}
 			float acc[DL_ROWS_W] = {0};
 			for (int k = 0; k < K; k++)
 				for (int j = 0; j < nw; j++)
 					acc[j] = fmaf(a[k], p[(int64_t)k * DL_ROWS_W + j], acc[j]);
-			memcpy(C + (int64_t)m * ldc + n0, acc, (size_t)nw * sizeof *acc);
+			memcpy(c, acc, (size_t)nw * sizeof *acc);
 		}
 	}
 }
@@ -128,13 +142,14 @@ static void rows_plain(int M, int N, int K, const float *A, int lda, const float
 #ifdef FX_X86
 /* Kernels: R rows of A (broadcast) times one panel's block of K (a
  * vector or two of columns), R accumulators per vector in registers,
- * from zero or (more) from C; R a constant where inlined, the loops over
- * it unrolled. The first nw columns loaded and stored. */
+ * from zero or (more 1) from C, or (more 2) from zero and added to C at
+ * the end; R a constant where inlined, the loops over it unrolled. The
+ * first nw columns loaded and stored. */
 #define T512 __attribute__((target("avx512f,avx512vl,fma")))
 #define T256 __attribute__((target("avx2,fma")))
 #define INL static inline __attribute__((always_inline))
 
-#define ZKER(NAME, VT, ZERO, MASKT, LOADZ, LOAD, FMA, BCAST, STORE)                    \
+#define ZKER(NAME, VT, ZERO, MASKT, LOADZ, LOAD, FMA, BCAST, STORE, ADD)               \
 	T512 INL void NAME(const float *A, int64_t lda, const float *p, int K, float *C,   \
 			   int64_t ldc, const int R, int nw, int more)                    \
 	{                                                                               \
@@ -142,7 +157,7 @@ static void rows_plain(int M, int N, int K, const float *A, int lda, const float
 		MASKT mk = (MASKT)(nw >= 16 ? 0xffffu : (1u << nw) - 1);                \
 		_Pragma("GCC unroll 16")                                                \
 		for (int r = 0; r < R; r++)                                             \
-			c[r] = more ? LOADZ(mk, C + r * ldc) : ZERO();                  \
+			c[r] = more == 1 ? LOADZ(mk, C + r * ldc) : ZERO();             \
 		for (int k = 0; k < K; k++) {                                           \
 			VT b = LOAD(p + (int64_t)k * DL_ROWS_W);                        \
 			_Pragma("GCC unroll 16")                                        \
@@ -151,15 +166,16 @@ static void rows_plain(int M, int N, int K, const float *A, int lda, const float
 		}                                                                       \
 		_Pragma("GCC unroll 16")                                                \
 		for (int r = 0; r < R; r++)                                             \
-			STORE(C + r * ldc, mk, c[r]);                                   \
+			STORE(C + r * ldc, mk, more == 2 ? ADD(c[r], LOADZ(mk, C + r * ldc))  \
+							 : c[r]);                       \
 	}
 
 ZKER(z16, __m512, _mm512_setzero_ps, __mmask16, _mm512_maskz_loadu_ps, _mm512_loadu_ps,
-     _mm512_fmadd_ps, _mm512_set1_ps, _mm512_mask_storeu_ps)
+     _mm512_fmadd_ps, _mm512_set1_ps, _mm512_mask_storeu_ps, _mm512_add_ps)
 ZKER(z8, __m256, _mm256_setzero_ps, __mmask8, _mm256_maskz_loadu_ps, _mm256_loadu_ps,
-     _mm256_fmadd_ps, _mm256_set1_ps, _mm256_mask_storeu_ps)
+     _mm256_fmadd_ps, _mm256_set1_ps, _mm256_mask_storeu_ps, _mm256_add_ps)
 ZKER(z4, __m128, _mm_setzero_ps, __mmask8, _mm_maskz_loadu_ps, _mm_loadu_ps,
-     _mm_fmadd_ps, _mm_set1_ps, _mm_mask_storeu_ps)
+     _mm_fmadd_ps, _mm_set1_ps, _mm_mask_storeu_ps, _mm_add_ps)
 
 /* Fewer than 4 rows: R rows (1 to 3) times four whole panels at once,
  * so 4 R chains are in flight, not R (one chain waits out the FMA's
@@ -172,7 +188,7 @@ T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, i
 	for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++)
-			c[r][j] = more ? _mm512_loadu_ps(C + r * ldc + 16 * j) : _mm512_setzero_ps();
+			c[r][j] = more == 1 ? _mm512_loadu_ps(C + r * ldc + 16 * j) : _mm512_setzero_ps();
 	for (int k = 0; k < K; k++) {
 		__m512 b[4];
 #pragma GCC unroll 4
@@ -190,7 +206,9 @@ T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, i
 	for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++)
-			_mm512_storeu_ps(C + r * ldc + 16 * j, c[r][j]);
+			_mm512_storeu_ps(C + r * ldc + 16 * j,
+					 more == 2 ? _mm512_add_ps(c[r][j], _mm512_loadu_ps(C + r * ldc + 16 * j))
+						   : c[r][j]);
 }
 
 /* R rows (4 to 12) times two whole panels: per k two loads of B and R
@@ -205,8 +223,8 @@ T512 INL void zw(const float *A, int64_t lda, const float *p, int64_t pstride, i
 	__m512 c0[12], c1[12];
 #pragma GCC unroll 12
 	for (int r = 0; r < R; r++) {
-		c0[r] = more ? _mm512_loadu_ps(C + r * ldc) : _mm512_setzero_ps();
-		c1[r] = more ? _mm512_loadu_ps(C + r * ldc + DL_ROWS_W) : _mm512_setzero_ps();
+		c0[r] = more == 1 ? _mm512_loadu_ps(C + r * ldc) : _mm512_setzero_ps();
+		c1[r] = more == 1 ? _mm512_loadu_ps(C + r * ldc + DL_ROWS_W) : _mm512_setzero_ps();
 	}
 	for (int k = 0; k < K; k++) {
 		__m512 b0 = _mm512_loadu_ps(p + (int64_t)k * DL_ROWS_W);
@@ -225,6 +243,10 @@ T512 INL void zw(const float *A, int64_t lda, const float *p, int64_t pstride, i
 	}
 #pragma GCC unroll 12
 	for (int r = 0; r < R; r++) {
+		if (more == 2) {
+			c0[r] = _mm512_add_ps(c0[r], _mm512_loadu_ps(C + r * ldc));
+			c1[r] = _mm512_add_ps(c1[r], _mm512_loadu_ps(C + r * ldc + DL_ROWS_W));
+		}
 		_mm512_storeu_ps(C + r * ldc, c0[r]);
 		_mm512_storeu_ps(C + r * ldc + DL_ROWS_W, c1[r]);
 	}
@@ -237,26 +259,27 @@ T512 INL void zw(const float *A, int64_t lda, const float *p, int64_t pstride, i
  * 49-column product's last column costs a quarter of a full panel). pf:
  * the next block's start, or NULL (see zw). */
 T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, int k0,
-		       int kc, float *C, int64_t ldc, int N, const int R, const float *pf)
+		       int kc, float *C, int64_t ldc, int N, const int R, const float *pf,
+		       int add)
 {
-	int n0 = 0;
+	int n0 = 0, more = add ? 2 : k0 > 0;
 	if (R < 4)
 		for (; n0 + 4 * DL_ROWS_W <= N; n0 += 4 * DL_ROWS_W)
 			zq(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
-			   C + n0, ldc, R, k0 > 0);
+			   C + n0, ldc, R, more);
 	else
 		for (; n0 + 2 * DL_ROWS_W <= N; n0 += 2 * DL_ROWS_W)
 			zw(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
-			   C + n0, ldc, R, k0 > 0, pf ? pf + n0 * K : NULL);
+			   C + n0, ldc, R, more, pf ? pf + n0 * K : NULL);
 	for (; n0 < N; n0 += DL_ROWS_W) {
 		const float *p = P + n0 * K + (int64_t)k0 * DL_ROWS_W;
 		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 		if (nw > 8)
-			z16(A, lda, p, kc, C + n0, ldc, R, nw, k0 > 0);
+			z16(A, lda, p, kc, C + n0, ldc, R, nw, more);
 		else if (nw > 4)
-			z8(A, lda, p, kc, C + n0, ldc, R, nw, k0 > 0);
+			z8(A, lda, p, kc, C + n0, ldc, R, nw, more);
 		else
-			z4(A, lda, p, kc, C + n0, ldc, R, nw, k0 > 0);
+			z4(A, lda, p, kc, C + n0, ldc, R, nw, more);
 	}
 }
 
@@ -272,22 +295,22 @@ static inline void copy_tile(float *tile, int ts, const float *a, int64_t lda, i
 /* The last rows (fewer than 12) of a block: tiles of 8, 4 and the last 1
  * to 3, the first of them prefetching pf (see zw). */
 T512 static void z_tail(const float *a, int64_t lda, const float *p, int64_t K, int k0,
-			int kc, float *c, int64_t ldc, int nc, int rows, const float *pf)
+			int kc, float *c, int64_t ldc, int nc, int rows, const float *pf, int add)
 {
 	if (rows >= 8) {
-		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 8, pf);
+		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 8, pf, add);
 		rows -= 8, a += 8 * lda, c += 8 * ldc, pf = NULL;
 	}
 	if (rows >= 4) {
-		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 4, pf);
+		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 4, pf, add);
 		rows -= 4, a += 4 * lda, c += 4 * ldc;
 	}
 	if (rows == 3)
-		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 3, NULL);
+		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 3, NULL, add);
 	else if (rows == 2)
-		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 2, NULL);
+		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 2, NULL, add);
 	else if (rows == 1)
-		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 1, NULL);
+		z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 1, NULL, add);
 }
 
 /* Rows a multiple of 2 KiB apart (see rows_avx512: tiles copied) with C
@@ -299,7 +322,7 @@ T512 static void z_tail(const float *a, int64_t lda, const float *p, int64_t K, 
 #define COPIED_C_MAX (512 << 10)
 
 T512 static void rows_avx512_copied(int M, int N, int K, const float *A, int lda,
-				    const float *P, float *C, int ldc)
+				    const float *P, float *C, int ldc, int add)
 {
 	float tile[12 * (KC + 16)] __attribute__((aligned(64)));
 	for (int k0 = 0; k0 < K; k0 += KC) {
@@ -309,12 +332,12 @@ T512 static void rows_avx512_copied(int M, int N, int K, const float *A, int lda
 			for (int n0 = 0; n0 < N; n0 += NC)
 				z_panels(tile, KC + 16, P + (int64_t)n0 * K, K, k0, kc,
 					 C + (int64_t)m * ldc + n0, ldc, N - n0 < NC ? N - n0 : NC,
-					 12, NULL);
+					 12, NULL, add);
 		}
 		for (int n0 = 0; m < M && n0 < N; n0 += NC)
 			z_tail(A + (int64_t)m * lda + k0, lda, P + (int64_t)n0 * K, K, k0, kc,
 			       C + (int64_t)m * ldc + n0, ldc, N - n0 < NC ? N - n0 : NC, M - m,
-			       NULL);
+			       NULL, add);
 	}
 }
 
@@ -326,15 +349,16 @@ T512 static void rows_avx512_copied(int M, int N, int K, const float *A, int lda
  * of L1's 64 sets and evict itself: it is copied to a buffer first (2x
  * the time without). */
 T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const float *P,
-			     float *C, int ldc)
+			     float *C, int ldc, int add)
 {
 	if (lda % 512 == 0 && M >= 12 && N >= 8 * DL_ROWS_W &&
 	    (int64_t)M * N * (int64_t)sizeof *C <= COPIED_C_MAX) {
-		rows_avx512_copied(M, N, K, A, lda, P, C, ldc);
+		rows_avx512_copied(M, N, K, A, lda, P, C, ldc, add);
 		return;
 	}
 	float tile[12 * (KC_ONE + 32)] __attribute__((aligned(64)));
-	int kb = K <= KC_ONE ? K : KC, nb = kb > KC ? NC_ONE : NC;
+	/* adding: blocks of KC whatever K (see rows_run) */
+	int kb = K <= (add ? KC : KC_ONE) ? K : KC, nb = kb > KC ? NC_ONE : NC;
 	/* the tile's rows: not a multiple of 2 KiB apart either */
 	int ts = kb + 16 + ((kb + 16) % 512 == 0 ? 16 : 0);
 	for (int n0 = 0; n0 < N; n0 += nb) {
@@ -354,13 +378,13 @@ T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const
 				const float *pf = m == 0 ? next : NULL;
 				if (copy) {
 					copy_tile(tile, ts, a, lda, kc);
-					z_panels(tile, ts, p, K, k0, kc, c, ldc, nc, 12, pf);
+					z_panels(tile, ts, p, K, k0, kc, c, ldc, nc, 12, pf, add);
 				} else {
-					z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 12, pf);
+					z_panels(a, lda, p, K, k0, kc, c, ldc, nc, 12, pf, add);
 				}
 			}
 			z_tail(A + (int64_t)m * lda + k0, lda, p, K, k0, kc, C + (int64_t)m * ldc + n0,
-			       ldc, nc, M - m, m == 0 ? next : NULL);
+			       ldc, nc, M - m, m == 0 ? next : NULL, add);
 		}
 	}
 }
@@ -377,16 +401,16 @@ T512 static void rows_avx512(int M, int N, int K, const float *A, int lda, const
 #define ROWS_BLOCK 256
 
 T512 static void rows_avx512_tall(int M, int N, int K, const float *A, int lda,
-				  const float *P, float *C, int ldc)
+				  const float *P, float *C, int ldc, int add)
 {
 	if (M <= ROWS_TALL) {
-		rows_avx512(M, N, K, A, lda, P, C, ldc);
+		rows_avx512(M, N, K, A, lda, P, C, ldc, add);
 		return;
 	}
 	int blocks = (M + ROWS_BLOCK - 1) / ROWS_BLOCK, rows = (M + blocks - 1) / blocks;
 	for (int m0 = 0; m0 < M; m0 += rows)
 		rows_avx512(M - m0 < rows ? M - m0 : rows, N, K, A + (int64_t)m0 * lda, lda, P,
-			    C + (int64_t)m0 * ldc, ldc);
+			    C + (int64_t)m0 * ldc, ldc, add);
 }
 
 /* AVX2: 16 registers, so 6 rows times the panel's two halves. */
@@ -397,7 +421,7 @@ T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
 #pragma GCC unroll 6
 	for (int r = 0; r < R; r++) {
 		float t[16] = {0};
-		if (more)
+		if (more == 1)
 			memcpy(t, C + r * ldc, (size_t)nw * sizeof *t);
 		c0[r] = _mm256_loadu_ps(t);
 		c1[r] = _mm256_loadu_ps(t + 8);
@@ -417,12 +441,14 @@ T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
 		float t[16];
 		_mm256_storeu_ps(t, c0[r]);
 		_mm256_storeu_ps(t + 8, c1[r]);
+		for (int j = 0; more == 2 && j < nw; j++)
+			t[j] += C[r * ldc + j];
 		memcpy(C + r * ldc, t, (size_t)nw * sizeof *t);
 	}
 }
 
 T256 static void rows_avx2(int M, int N, int K, const float *A, int lda, const float *P,
-			   float *C, int ldc)
+			   float *C, int ldc, int add)
 {
 	for (int k0 = 0; k0 < K; k0 += KC) {
 		int kc = K - k0 < KC ? K - k0 : KC;
@@ -434,9 +460,9 @@ T256 static void rows_avx2(int M, int N, int K, const float *A, int lda, const f
 				float *c = C + (int64_t)m * ldc + n0;
 				int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 				if (R == 6)
-					y16(a, lda, p, kc, c, ldc, 6, nw, k0 > 0);
+					y16(a, lda, p, kc, c, ldc, 6, nw, add ? 2 : k0 > 0);
 				else
-					y16(a, lda, p, kc, c, ldc, 1, nw, k0 > 0);
+					y16(a, lda, p, kc, c, ldc, 1, nw, add ? 2 : k0 > 0);
 			}
 			m += R;
 		}
@@ -521,22 +547,37 @@ int dl_sgemm_rows_wide_set(int want)
 	return dl_sgemm_rows_wide();
 }
 
-void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P, float *C,
-		   int ldc)
+/* C = A P; or with add C += A P, k in blocks of KC, each block's chains
+ * from zero and added to C in turn, whatever the kernels (the AVX2
+ * kernels' blocks; the AVX-512 kernels' would be KC_ONE) */
+static void rows_run(int M, int N, int K, const float *A, int lda, const float *P, float *C,
+		     int ldc, int add)
 {
 	if (M <= 0 || N <= 0)
 		return;
 	switch (rows_level()) {
 #ifdef FX_X86
 	case 2:
-		rows_avx512_tall(M, N, K, A, lda, P, C, ldc);
+		rows_avx512_tall(M, N, K, A, lda, P, C, ldc, add);
 		return;
 	case 1:
-		rows_avx2(M, N, K, A, lda, P, C, ldc);
+		rows_avx2(M, N, K, A, lda, P, C, ldc, add);
 		return;
 #endif
 	default:
 		break;
 	}
-	rows_plain(M, N, K, A, lda, P, C, ldc);
+	rows_plain(M, N, K, A, lda, P, C, ldc, add);
+}
+
+void dl_sgemm_rows(int M, int N, int K, const float *A, int lda, const float *P, float *C,
+		   int ldc)
+{
+	rows_run(M, N, K, A, lda, P, C, ldc, 0);
+}
+
+void dl_sgemm_rows_add(int M, int N, int K, const float *A, int lda, const float *P,
+		       float *C, int ldc)
+{
+	rows_run(M, N, K, A, lda, P, C, ldc, 1);
 }

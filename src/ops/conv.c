@@ -328,12 +328,74 @@ static void im2col_shift(float *restrict dst, const float *restrict plane,
 			zero_row(d, -dj);
 }
 
+/* Planes of at most 16 cells, in and out (densenet121's dense blocks 3
+ * and 4 at 64x64 input: 4x4 and 2x2; resnet18's layer4 there): a plane
+ * fits one vector of 16 floats, and each tap's row of the columns is a
+ * fixed shuffle of it, zeros where the tap falls outside the image. Row
+ * by row im2col_shift spent its time per 4-float row: 30% of a 4x4
+ * 3x3 layer's backward at batch 32. Taps per shuffle table at most
+ * SMALL_TAPS (a 7x7 kernel). */
+#define SMALL_CELLS 16
+#define SMALL_TAPS 49
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+static int im2col_small_fits(const struct win *w)
+{
+	return w->H * w->W <= SMALL_CELLS && w->OH * w->OW <= SMALL_CELLS &&
+	       w->kh * w->kw <= SMALL_TAPS;
+}
+
+/* im2col_part's rows [r0, r1) of a whole small plane (im2col_small_fits) */
+DL_CLONES static void im2col_small(float *restrict col, const float *restrict img,
+				   const struct win *w, int64_t r0, int64_t r1, int64_t cols)
+{
+	int64_t taps = w->kh * w->kw, P = w->OH * w->OW, HW = w->H * w->W;
+	/* the shuffles' indices, as vector arithmetic: the table is made
+	 * at every call (an image of a grouped backward), and made cell by
+	 * cell it took as long as the shuffles */
+	v16i q, oh, ow, idx[SMALL_TAPS];
+	for (int k = 0; k < SMALL_CELLS; k++) {
+		q[k] = k;
+		oh[k] = (int32_t)(k / w->OW);
+		ow[k] = (int32_t)(k % w->OW);
+	}
+	v16i in_plane = q < (int32_t)P;
+	oh *= (int32_t)w->sh;
+	ow *= (int32_t)w->sw;
+	for (int64_t t = 0; t < taps; t++) {
+		v16i ih = oh + (int32_t)(t / w->kw * w->dh - w->ph);
+		v16i iw = ow + (int32_t)(t % w->kw * w->dw - w->pw);
+		v16i ok = in_plane & (ih >= 0) & (ih < (int32_t)w->H) & (iw >= 0) &
+			  (iw < (int32_t)w->W);
+		/* SMALL_CELLS and up: the zero vector's */
+		idx[t] = (ok & (ih * (int32_t)w->W + iw)) | (~ok & SMALL_CELLS);
+	}
+	const v16f zero = {0};
+	v16f v = zero;
+	int64_t loaded = -1;
+	for (int64_t r = r0; r < r1; r++) {
+		int64_t c = r / taps, t = r % taps;
+		if (c != loaded) {
+			v = zero;
+			memcpy(&v, img + c * HW, (size_t)HW * sizeof(float));
+			loaded = c;
+		}
+		v16f out = __builtin_shuffle(v, zero, idx[t]);
+		memcpy(col + r * cols, &out, (size_t)P * sizeof(float));
+	}
+}
+
 DL_CLONES static void im2col_part(float *restrict col, const float *restrict img,
 		   const struct win *w, int64_t oh0, int64_t oh1, int64_t r0, int64_t r1,
 		   int64_t ld)
 {
 	int64_t cols = ld ? ld : (oh1 - oh0) * w->OW;
 	int shift = w->sh == 1 && w->sw == 1 && w->OW == w->W;
+	if (oh0 == 0 && oh1 == w->OH && im2col_small_fits(w)) {
+		im2col_small(col, img, w, r0, r1, cols);
+		return;
+	}
 	for (int64_t r = r0; r < r1; r++) {
 		int64_t c = r / (w->kh * w->kw), i = r / w->kw % w->kh, j = r % w->kw;
 		const float *plane = img + c * w->H * w->W;
@@ -2423,6 +2485,42 @@ static void conv_forward_shared(float *y, const float *x, const float *w,
  * bits do not depend on how many threads run), each part in groups of
  * pw_group images: gather [C, n P], one GEMM into [OC, n P], scatter to
  * [n, OC, P] with the bias and the epilogue per row. */
+/* The columns [C, k P] of k images x_i ([C, P] each, one after the
+ * other) as dl_sgemm_rows_pack packs them: panels of DL_ROWS_W columns,
+ * c outermost in each, the columns past k P zero. Straight from the
+ * images, in place of the gathering. */
+static void pw_pack(float *restrict pan, const float *restrict x, int64_t k, int64_t P,
+		    int64_t C)
+{
+	int64_t m = k * P;
+	for (int64_t j0 = 0; j0 < m; j0 += DL_ROWS_W) {
+		float *p = pan + j0 * C;
+		int64_t nw = m - j0 < DL_ROWS_W ? m - j0 : DL_ROWS_W;
+		if (nw < DL_ROWS_W)
+			memset(p, 0, (size_t)(C * DL_ROWS_W) * sizeof *p);
+		for (int64_t j = j0; j < j0 + nw;) {
+			int64_t i = j / P, q = j % P;
+			int64_t run = P - q < j0 + nw - j ? P - q : j0 + nw - j;
+			const float *src = x + i * C * P + q;
+			for (int64_t c = 0; c < C; c++)
+				copy_row(p + c * DL_ROWS_W + (j - j0), src + c * P, run);
+			j += run;
+		}
+	}
+}
+
+/* Images per product of pw_forward_batched on dl_sgemm_rows: its own
+ * group (pw_group), fewer where the panels (the columns rounded up to a
+ * panel) and the product do not fit the slot; 0 when one image does not */
+static int64_t pw_rows_group(const struct geom *g, int64_t nb)
+{
+	int64_t P = g->H * g->W, slot = slot_floats(g);
+	for (; nb > 0; nb--)
+		if (dl_sgemm_rows_floats((int)(nb * P), (int)g->C) + g->OC * nb * P <= slot)
+			return nb;
+	return 0;
+}
+
 static void pw_forward_batched(float *y, const float *x, const float *w,
 			       const float *b, float *ws, const struct geom *g, int nt,
 			       const struct dl_epilogue *e, const float *res)
@@ -2430,6 +2528,11 @@ static void pw_forward_batched(float *y, const float *x, const float *w,
 	int64_t P = g->H * g->W, C = g->C, OC = g->OC, nb = pw_group(g);
 	int64_t slot = slot_floats(g);
 	int parts = nt;
+	/* on a CPU with 512-bit FMA units, on dl_sgemm_rows: the images
+	 * packed straight into its panels, each output one chain over C */
+	int64_t rb = dl_sgemm_rows_wide() && OC >= ROWS_CHUNK_MIN ? pw_rows_group(g, nb) : 0;
+	if (rb)
+		nb = rb;
 	int saved = blas_serial_begin(nt);
 	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1)
 	for (int s = 0; s < parts; s++) {
@@ -2439,14 +2542,20 @@ static void pw_forward_batched(float *y, const float *x, const float *w,
 		int64_t hi = lo + step < g->N ? lo + step : g->N;
 		for (int64_t n0 = lo; n0 < hi; n0 += nb) {
 			int64_t k = hi - n0 < nb ? hi - n0 : nb, m = k * P;
-			float *out = col + C * m;
-			for (int64_t i = 0; i < k; i++) {
-				const float *xi = x + (n0 + i) * C * P;
-				for (int64_t c = 0; c < C; c++)
-					memcpy(col + c * m + i * P, xi + c * P, (size_t)P * sizeof(float));
+			float *out = col + (rb ? dl_sgemm_rows_floats((int)m, (int)C) : C * m);
+			if (rb) {
+				pw_pack(col, x + n0 * C * P, k, P, C);
+				dl_sgemm_rows((int)OC, (int)m, (int)C, w, (int)C, col, out, (int)m);
+			} else {
+				for (int64_t i = 0; i < k; i++) {
+					const float *xi = x + (n0 + i) * C * P;
+					for (int64_t c = 0; c < C; c++)
+						memcpy(col + c * m + i * P, xi + c * P,
+						       (size_t)P * sizeof(float));
+				}
+				dl_sgemm(0, 0, (int)OC, (int)m, (int)C, 1.0f, w, (int)C, col, (int)m,
+					 0.0f, out, (int)m);
 			}
-			dl_sgemm(0, 0, (int)OC, (int)m, (int)C, 1.0f, w, (int)C, col, (int)m,
-				 0.0f, out, (int)m);
 			/* bias and epilogue on the product's rows of m cells (per
 			 * image, rows of P: a call per 4 cells at 2x2 planes
 			 * was 15% of efficientnet_b0's batch-32 forward), the
@@ -2542,6 +2651,123 @@ static void conv_forward(float *y, const float *x, const float *w,
 	blas_serial_end(saved);
 }
 
+/* The backward's products on dl_sgemm_rows, on a CPU with 512-bit FMA
+ * units (dl_sgemm_rows_wide), in layers of at least DL_ROWS_W output
+ * channels per group. OpenBLAS's Haswell kernel runs at half this CPU's
+ * FMA width: on an AMD EPYC of family 1Ah (Zen 5), densenet121's 64x64
+ * training step at batch 32 spent 76% of its time in conv2d, 29% of it
+ * in sgemm_kernel_HASWELL, all of it the backward's products (the
+ * forward's were moved in c73d943). Both products read their large
+ * operand in place and pack the small one, dy, BWD_CHUNK columns at a
+ * time:
+ * - the weight gradient as its transpose, dW^T [K, OCg] += col [K, n]
+ *   dy [OCg, n]^T, in a private [K, OCg] per slot (as OpenBLAS's private
+ *   gradients were), added transposed into dW at the end: packing col^T
+ *   instead costs as much as the product at OCg 32;
+ * - the data gradient from the weights transposed once per call,
+ *   dcol [K, n] = W^T [K, OCg] dy [OCg, n], or for a pointwise layer
+ *   dx += W^T dy in place.
+ * Each chunk's product is a chain of FMAs from zero added to the slot's
+ * private gradient, as OpenBLAS adds its products' sums (one chain going
+ * on from the running sum would add each term to a large value). The
+ * slots' gradients are summed as before, so the bits do not depend on the
+ * team's size. The transposed weights, the grouped backward's dW^T
+ * and a packed chunk per thread come after the threads' slots
+ * (bwd_xtra_floats), planned only where the CPU takes this path. */
+#define BWD_CHUNK 256
+
+static int bwd_rows_fit(const struct geom *g)
+{
+	return !g->transposed && !depthwise(g) && cout_g(g) >= DL_ROWS_W;
+}
+
+static int64_t bwd_pan_floats(const struct geom *g)
+{
+	return (cout_g(g) + DL_ROWS_W - 1) / DL_ROWS_W * DL_ROWS_W * BWD_CHUNK;
+}
+
+/* The backward's scratch past nt slots on dl_sgemm_rows: W^T, the
+ * grouped backward's dW^T, a packed chunk of dy per thread; 0 where
+ * OpenBLAS runs it */
+static int64_t bwd_xtra_floats(const struct geom *g, int nt)
+{
+	if (!dl_sgemm_rows_wide() || !bwd_rows_fit(g))
+		return 0;
+	return 2 * g->OC * cin_g(g) * g->kh * g->kw + nt * bwd_pan_floats(g);
+}
+
+/* Rows of k per block of the transposes below: a block's rows of the
+ * [K, OCg] side (16 cache lines) stay in L1 while the other side's rows
+ * pass a line at a time (one float per line at a time, the weights'
+ * transpose was 21% of a 2x2 pointwise layer's backward) */
+#define T_BLOCK 16
+
+/* wt [G][K, OCg]: each group's weights [OCg, K] transposed */
+static void weights_t(float *restrict wt, const float *restrict w, const struct geom *g)
+{
+	int64_t OCg = cout_g(g), K = cin_g(g) * g->kh * g->kw;
+	for (int64_t gi = 0; gi < g->G; gi++)
+		for (int64_t k0 = 0; k0 < K; k0 += T_BLOCK) {
+			int64_t k1 = k0 + T_BLOCK < K ? k0 + T_BLOCK : K;
+			for (int64_t o = 0; o < OCg; o++) {
+				const float *src = w + (gi * OCg + o) * K;
+				float *dst = wt + gi * K * OCg + o;
+				for (int64_t k = k0; k < k1; k++)
+					dst[k * OCg] = src[k];
+			}
+		}
+}
+
+/* dwt [K, OCg] += a [K, n] (rows lda apart) dy [OCg, n]^T (rows ldy
+ * apart), BWD_CHUNK columns at a time packed into pan */
+static void dwt_rows(float *dwt, const float *a, int64_t lda, const float *dy, int64_t ldy,
+		     int64_t OCg, int64_t K, int64_t n, float *pan)
+{
+	for (int64_t c0 = 0; c0 < n; c0 += BWD_CHUNK) {
+		int64_t m = n - c0 < BWD_CHUNK ? n - c0 : BWD_CHUNK;
+		dl_sgemm_rows_pack(pan, 1, dy + c0, (int)ldy, (int)OCg, (int)m);
+		dl_sgemm_rows_add((int)K, (int)OCg, (int)m, a + c0, (int)lda, pan, dwt, (int)OCg);
+	}
+}
+
+/* c [K, n] (rows ldc apart) = wt [K, OCg] dy [OCg, n] (rows ldy apart),
+ * or += with add; BWD_CHUNK columns at a time packed into pan */
+static void dcol_rows(float *c, int64_t ldc, const float *wt, const float *dy, int64_t ldy,
+		      int64_t OCg, int64_t K, int64_t n, float *pan, int add)
+{
+	for (int64_t c0 = 0; c0 < n; c0 += BWD_CHUNK) {
+		int64_t m = n - c0 < BWD_CHUNK ? n - c0 : BWD_CHUNK;
+		dl_sgemm_rows_pack(pan, 0, dy + c0, (int)ldy, (int)m, (int)OCg);
+		(add ? dl_sgemm_rows_add : dl_sgemm_rows)((int)K, (int)m, (int)OCg, wt, (int)OCg,
+							  pan, c + c0, (int)ldc);
+	}
+}
+
+/* dw [G][OCg, K] += the sum over `used` partials part[t] (slot floats
+ * apart, from off) of [G][K, OCg], each transposed; in blocks of T_BLOCK
+ * rows of k */
+static void reduce_partials_t(float *dw, const float *part, int64_t slot, int64_t off,
+			      const struct geom *g, int used, int nt)
+{
+	int64_t OCg = cout_g(g), K = cin_g(g) * g->kh * g->kw;
+	int64_t kb = (K + T_BLOCK - 1) / T_BLOCK, blocks = g->G * kb;
+	#pragma omp parallel for schedule(static) num_threads(team_of(nt)) if (nt > 1 && g->OC * K * used > 65536)
+	for (int64_t b = 0; b < blocks; b++) {
+		int64_t gi = b / kb, k0 = b % kb * T_BLOCK;
+		int64_t k1 = k0 + T_BLOCK < K ? k0 + T_BLOCK : K;
+		const float *p = part + off + gi * K * OCg;
+		for (int64_t o = 0; o < OCg; o++) {
+			float *d = dw + (gi * OCg + o) * K;
+			for (int64_t k = k0; k < k1; k++) {
+				float s = 0.0f;
+				for (int t = 0; t < used; t++)
+					s += p[t * slot + k * OCg + o];
+				d[k] += s;
+			}
+		}
+	}
+}
+
 /* The backward at planes under BWD_SMALL cells (resnet18's layer4 at
  * 64x64 input: 2x2, 512 -> 512 channels) runs one GEMM per group of
  * images instead of one per image: per image, the data gradient's GEMM
@@ -2570,6 +2796,111 @@ static int64_t bwd_group(const struct geom *g, int64_t avail)
 	return n >= 2 ? n : 0;
 }
 
+/* The gathering of image i of a group (bwd_group) from n0: its dy into
+ * dyc [OCg, ld], with dw its columns (im2col, or x itself) into col
+ * [K, ld], at column i P */
+static void group_gather(float *col, float *dyc, int64_t ld, const float *dy,
+			 const float *x, const struct geom *g, const struct win *wn,
+			 int64_t gi, int64_t nn, int64_t i, int dw)
+{
+	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
+	int64_t P = g->OH * g->OW, HW = g->H * g->W;
+	const float *dyi = dy + (nn * g->OC + gi * OCg) * P;
+	const float *xi = x + (nn * g->C + gi * Cg) * HW;
+	for (int64_t o = 0; o < OCg; o++)
+		memcpy(dyc + o * ld + i * P, dyi + o * P, (size_t)P * sizeof *dyc);
+	if (!dw)
+		return;
+	if (pointwise(g))
+		for (int64_t c = 0; c < Cg; c++)
+			memcpy(col + c * ld + i * P, xi + c * P, (size_t)P * sizeof *col);
+	else
+		im2col_part(col + i * P, xi, wn, 0, g->OH, 0, K, ld);
+}
+
+/* Column i P of dcol [K, ld], the data gradient of image nn of group gi,
+ * added into dx (col2im, or dx itself for a pointwise layer) */
+static void group_scatter(float *dx, const float *col, int64_t ld, const struct geom *g,
+			  const struct win *wn, int64_t gi, int64_t nn, int64_t i)
+{
+	int64_t Cg = cin_g(g), P = g->OH * g->OW, HW = g->H * g->W;
+	float *dxi = dx + (nn * g->C + gi * Cg) * HW;
+	if (!pointwise(g)) {
+		col2im(dxi, col + i * P, wn, 0, g->OH, ld);
+		return;
+	}
+	for (int64_t c = 0; c < Cg; c++) {
+		const float *restrict src = col + c * ld + i * P;
+		float *restrict dst = dxi + c * P;
+		#pragma omp simd
+		for (int64_t q = 0; q < P; q++)
+			dst[q] += src[q];
+	}
+}
+
+/* conv_backward_groups on dl_sgemm_rows (xtra, bwd_xtra_floats: W^T,
+ * dW^T, a packed chunk per slot): the nt slots share each group of
+ * images. Slot s gathers its run of the group's images, and after a
+ * barrier computes its rows (of K) of dW^T and of the data gradient's
+ * columns, from its own packing of dy; after a barrier it scatters its
+ * images' columns back. Each row's sums do not depend on the rows a slot
+ * takes: the bits depend on the groups (which follow nt, bwd_group), not
+ * on the team. In OpenBLAS's grouped backward one thread gathered and
+ * scattered while the other waited (densenet121's 4x4 3x3 layers at
+ * batch 32 took longer at 2 threads than at 1). */
+static void conv_backward_groups_rows(float *dx, float *dw, const float *dy,
+				      const float *x, const float *w, float *ws,
+				      const struct geom *g, int64_t G, float *xtra, int nt)
+{
+	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
+	int64_t P = g->OH * g->OW, wsize = g->OC * K;
+	struct win wn = conv_win(g);
+	float *col = ws, *dyc = ws + K * G * P, *wt = xtra, *dwt = xtra + wsize;
+	if (dx)
+		weights_t(wt, w, g);
+	if (dw)
+		memset(dwt, 0, (size_t)wsize * sizeof *dwt);
+	#pragma omp parallel num_threads(team_of(nt)) if (team_of(nt) > 1)
+	{
+		int team = team_size(), me = thread_id();
+		for (int64_t gi = 0; gi < g->G; gi++)
+			for (int64_t n0 = 0; n0 < g->N; n0 += G) {
+				int64_t n = g->N - n0 < G ? g->N - n0 : G, ld = n * P;
+				for (int s = me; s < nt; s += team) {
+					int64_t lo, hi;
+					part_of(n, nt, s, &lo, &hi);
+					for (int64_t i = lo; i < hi; i++)
+						group_gather(col, dyc, ld, dy, x, g, &wn, gi, n0 + i, i,
+							     dw != NULL);
+				}
+				#pragma omp barrier
+				for (int s = me; s < nt; s += team) {
+					int64_t lo, hi;
+					part_of(K, nt, s, &lo, &hi);
+					float *pan = xtra + 2 * wsize + s * bwd_pan_floats(g);
+					if (lo < hi && dw)
+						dwt_rows(dwt + (gi * K + lo) * OCg, col + lo * ld, ld, dyc,
+							 ld, OCg, hi - lo, ld, pan);
+					if (lo < hi && dx)
+						dcol_rows(col + lo * ld, ld, wt + (gi * K + lo) * OCg, dyc,
+							  ld, OCg, hi - lo, ld, pan, 0);
+				}
+				#pragma omp barrier
+				if (!dx)
+					continue;
+				for (int s = me; s < nt; s += team) {
+					int64_t lo, hi;
+					part_of(n, nt, s, &lo, &hi);
+					for (int64_t i = lo; i < hi; i++)
+						group_scatter(dx, col, ld, g, &wn, gi, n0 + i, i);
+				}
+				#pragma omp barrier
+			}
+	}
+	if (dw)
+		reduce_partials_t(dw, dwt, 0, 0, g, 1, nt);
+}
+
 /* conv_backward's data and weight gradients in groups of G images
  * (bwd_group), ws holding [K, G P] columns and [OCg, G P] dy */
 static void conv_backward_groups(float *dx, float *dw, const float *dy,
@@ -2577,26 +2908,14 @@ static void conv_backward_groups(float *dx, float *dw, const float *dy,
 				 const struct geom *g, int64_t G)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
-	int64_t P = g->OH * g->OW, HW = g->H * g->W;
-	int pw1 = pointwise(g);
+	int64_t P = g->OH * g->OW;
 	struct win wn = conv_win(g);
 	float *col = ws, *dyc = ws + K * G * P;
 	for (int64_t gi = 0; gi < g->G; gi++)
 		for (int64_t n0 = 0; n0 < g->N; n0 += G) {
 			int64_t n = g->N - n0 < G ? g->N - n0 : G, ld = n * P;
-			for (int64_t i = 0; i < n; i++) {
-				const float *dyi = dy + ((n0 + i) * g->OC + gi * OCg) * P;
-				const float *xi = x + ((n0 + i) * g->C + gi * Cg) * HW;
-				for (int64_t o = 0; o < OCg; o++)
-					memcpy(dyc + o * ld + i * P, dyi + o * P, (size_t)P * sizeof *dyc);
-				if (!dw)
-					continue;
-				if (pw1)
-					for (int64_t c = 0; c < Cg; c++)
-						memcpy(col + c * ld + i * P, xi + c * P, (size_t)P * sizeof *col);
-				else
-					im2col_part(col + i * P, xi, &wn, 0, g->OH, 0, K, ld);
-			}
+			for (int64_t i = 0; i < n; i++)
+				group_gather(col, dyc, ld, dy, x, g, &wn, gi, n0 + i, i, dw != NULL);
 			/* dW_g [OCg, K] += dy [OCg, n P] col^T [n P, K] */
 			if (dw)
 				dl_sgemm(0, 1, (int)OCg, (int)K, (int)ld, 1.0f, dyc, (int)ld,
@@ -2606,29 +2925,18 @@ static void conv_backward_groups(float *dx, float *dw, const float *dy,
 			/* dcol [K, n P] = W_g^T dy, scattered back per image */
 			dl_sgemm(1, 0, (int)K, (int)ld, (int)OCg, 1.0f, w + gi * OCg * K, (int)K,
 				 dyc, (int)ld, 0.0f, col, (int)ld);
-			for (int64_t i = 0; i < n; i++) {
-				float *dxi = dx + ((n0 + i) * g->C + gi * Cg) * HW;
-				if (!pw1) {
-					col2im(dxi, col + i * P, &wn, 0, g->OH, ld);
-					continue;
-				}
-				for (int64_t c = 0; c < Cg; c++) {
-					const float *restrict src = col + c * ld + i * P;
-					float *restrict dst = dxi + c * P;
-					#pragma omp simd
-					for (int64_t q = 0; q < P; q++)
-						dst[q] += src[q];
-				}
-			}
+			for (int64_t i = 0; i < n; i++)
+				group_scatter(dx, col, ld, g, &wn, gi, n0 + i, i);
 		}
 }
 
 /* dx += conv^T(dy), dw += dy (x)^T, db += sum dy; any may be NULL.
  * Units: image x group, each walking its tiles of output rows in turn (so
- * col2im of neighbouring tiles never races). */
+ * col2im of neighbouring tiles never races). xtra: the products on
+ * dl_sgemm_rows (bwd_xtra_floats), or NULL for OpenBLAS. */
 static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 			  const float *x, const float *w, float *ws,
-			  const struct geom *g, int nt)
+			  const struct geom *g, int nt, float *xtra)
 {
 	int64_t Cg = cin_g(g), OCg = cout_g(g), K = Cg * g->kh * g->kw;
 	int64_t P = g->OH * g->OW, HW = g->H * g->W, slot = slot_floats(g);
@@ -2640,17 +2948,23 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 		bias_backward(db, dy, g->N, g->OC, P, nt);
 	int64_t G = bwd_group(g, slot * nt);
 	if (G) {
-		if (dw || dx)
+		if ((dw || dx) && xtra)
+			conv_backward_groups_rows(dx, dw, dy, x, w, ws, g, G, xtra, nt);
+		else if (dw || dx)
 			conv_backward_groups(dx, dw, dy, x, w, ws, g, G);
 		return;
 	}
 	int par = nt > 1 && units >= nt;
 	int used = par ? nt : 1;
-	/* the private weight gradients sit after the columns of each slot */
+	/* the private weight gradients sit after the columns of each slot
+	 * (on dl_sgemm_rows, transposed, at any thread count) */
 	int64_t part_off = slot - wsize;
-	if (dw && par)
+	int priv = par || xtra;
+	if (dw && priv)
 		for (int t = 0; t < used; t++)
 			memset(ws + t * slot + part_off, 0, (size_t)wsize * sizeof(float));
+	if (xtra && dx)
+		weights_t(xtra, w, g);
 	int saved = par ? blas_serial_begin(nt) : 1;
 	int team = par ? team_of(nt) : 1;
 	/* slot s takes a fixed run of units, whatever the team's size, so the
@@ -2664,7 +2978,17 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 		const float *dyg = dy + (nn * g->OC + gi * OCg) * P;
 		const float *wg = w + gi * OCg * K;
 		float *dxg = dx ? dx + (nn * g->C + gi * Cg) * HW : NULL;
-		float *dwg = !dw ? NULL : par ? col + part_off + gi * OCg * K : dw + gi * OCg * K;
+		float *dwg = !dw ? NULL : priv ? col + part_off + gi * OCg * K : dw + gi * OCg * K;
+		const float *wtg = xtra ? xtra + gi * K * OCg : NULL;
+		float *pan = xtra ? xtra + 2 * wsize + s * bwd_pan_floats(g) : NULL;
+		if (pw1 && xtra) {
+			/* dW_g^T [Cg, OCg] += x_g [Cg, HW] dy_g^T; dx_g += W_g^T dy_g */
+			if (dwg)
+				dwt_rows(dwg, xg, P, dyg, P, OCg, K, P, pan);
+			if (dxg)
+				dcol_rows(dxg, P, wtg, dyg, P, OCg, K, P, pan, 1);
+			continue;
+		}
 		if (pw1) {
 			/* dW_g [OCg, Cg] += dy_g [OCg, HW] x_g^T [HW, Cg] */
 			if (dwg)
@@ -2683,19 +3007,27 @@ static void conv_backward(float *dx, float *dw, float *db, const float *dy,
 			if (dwg) {
 				/* dW_g [OCg, K] += dy_t [OCg, cols] col^T [cols, K] */
 				im2col(col, xg, &wn, oh0, oh1);
-				dl_sgemm(0, 1, (int)OCg, (int)K, (int)cols, 1.0f, dyt, (int)P,
-					 col, (int)cols, 1.0f, dwg, (int)K);
+				if (xtra)
+					dwt_rows(dwg, col, cols, dyt, P, OCg, K, cols, pan);
+				else
+					dl_sgemm(0, 1, (int)OCg, (int)K, (int)cols, 1.0f, dyt,
+						 (int)P, col, (int)cols, 1.0f, dwg, (int)K);
 			}
 			if (dxg) {
 				/* dcol [K, cols] = W_g^T dy_t, scattered back */
-				dl_sgemm(1, 0, (int)K, (int)cols, (int)OCg, 1.0f, wg, (int)K,
-					 dyt, (int)P, 0.0f, col, (int)cols);
+				if (xtra)
+					dcol_rows(col, cols, wtg, dyt, P, OCg, K, cols, pan, 0);
+				else
+					dl_sgemm(1, 0, (int)K, (int)cols, (int)OCg, 1.0f, wg,
+						 (int)K, dyt, (int)P, 0.0f, col, (int)cols);
 				col2im(dxg, col, &wn, oh0, oh1, 0);
 			}
 		}
 	}
 	blas_serial_end(saved);
-	if (dw && par)
+	if (dw && xtra)
+		reduce_partials_t(dw, ws, slot, part_off, g, used, nt);
+	else if (dw && par)
 		reduce_partials(dw, ws, slot, part_off, wsize, used, nt);
 }
 
@@ -2886,9 +3218,13 @@ static int conv_infer(struct dl_node *n, const struct dl_shape *in,
 		slot = (double)slot_floats(&a);
 		shared = (double)shared_floats(&a);
 	}
-	if (slot * nt * sizeof(float) > (double)DL_MAX_NUMEL)
+	/* the backward's products on dl_sgemm_rows: their scratch after the
+	 * forward's slots (bwd_xtra_floats) */
+	double bwd = (double)slot_floats(&g) * nt + (double)bwd_xtra_floats(&g, nt);
+	if (slot * nt * sizeof(float) > (double)DL_MAX_NUMEL ||
+	    bwd * sizeof(float) > (double)DL_MAX_NUMEL)
 		return dl_node_error(err, n, HP_KERNEL, "this convolution needs too much scratch memory");
-	n->ws_bytes = (size_t)(slot * nt + shared) * sizeof(float);
+	n->ws_bytes = (size_t)(slot * nt + shared > bwd ? slot * nt + shared : bwd) * sizeof(float);
 	n->saved_bytes = 0;
 	n->keep_bytes = (size_t)shared_floats(&g) * sizeof(float);
 	n->macs = g.transposed ? g.N * g.C * g.H * g.W * OCg * kk
@@ -2954,6 +3290,16 @@ static int wino_pays(const struct geom *g)
 	return save > WINO_TRANSFORM_MACS;
 }
 
+/* The scratch floats, at the end of node n's, in which its backward on
+ * nt threads runs its products on dl_sgemm_rows (bwd_xtra_floats), or 0
+ * for OpenBLAS: where the plan made room (the tests switch
+ * dl_sgemm_rows_wide between plans) */
+static int64_t bwd_xtra(const struct dl_node *n, const struct geom *g, int nt)
+{
+	int64_t xf = bwd_xtra_floats(g, nt), wsf = (int64_t)(n->ws_bytes / sizeof(float));
+	return xf && wsf - slot_floats(g) * nt >= xf ? xf : 0;
+}
+
 /* Threads node n's backward runs the adjoint of g on (a, adjoint_of) in
  * the node's planned scratch, at most nt; 0: not at all. */
 static int adjoint_threads(const struct dl_node *n, const struct geom *g, int nt,
@@ -2988,6 +3334,14 @@ int64_t dl_conv_backward_group(const struct dl_node *n, const struct dl_shape *x
 	if (geometry(n, x, &g, NULL))
 		return -1;
 	return bwd_group(&g, slot_floats(&g) * threads_for(n, &g));
+}
+
+int dl_conv_backward_rows(const struct dl_node *n, const struct dl_shape *x)
+{
+	struct geom g;
+	if (geometry(n, x, &g, NULL))
+		return -1;
+	return bwd_xtra(n, &g, threads_for(n, &g)) > 0;
 }
 
 int dl_conv_backward_adjoint(const struct dl_node *n, const struct dl_shape *x)
@@ -3042,7 +3396,9 @@ static void conv_op_backward(struct dl_node *n, const struct dl_tensor *in,
 			wino_forward(dx, dout, w, NULL, NULL, ctx->ws, &a, nta, NULL, NULL);
 			dx = NULL;
 		}
-		conv_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt);
+		int64_t xf = bwd_xtra(n, &g, nt);
+		float *xtra = xf ? (float *)ctx->ws + n->ws_bytes / sizeof(float) - xf : NULL;
+		conv_backward(dx, dw, db, dout, in[0].data, w, ctx->ws, &g, nt, xtra);
 	}
 }
 

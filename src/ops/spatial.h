@@ -57,6 +57,12 @@ int dl_conv_forward_threads(const struct dl_node *n, const struct dl_shape *x);
  * per image; -1: x does not fit it), for the tests of that rule. */
 int64_t dl_conv_backward_group(const struct dl_node *n, const struct dl_shape *x);
 
+/* 1 when the node's backward for input shape x runs its products on
+ * dl_sgemm_rows (src/ops/conv.c bwd_xtra_floats: a CPU with 512-bit FMA
+ * units, or the tests' dl_sgemm_rows_wide_set, and room in the plan),
+ * 0 on OpenBLAS, -1 when x does not fit it: for the tests. */
+int dl_conv_backward_rows(const struct dl_node *n, const struct dl_shape *x);
+
 /* The threads the node's backward computes its data gradient on as a
  * Winograd convolution (src/ops/conv.c, adjoint_of; 0: by the GEMM and
  * col2im; -1: x does not fit it), for the tests of that rule. */

@@ -23,6 +23,7 @@
 #include "engine/gemm.h"
 #include "engine/op.h"
 #include "engine/rng.h"
+#include "engine/threads.h"
 #include "io/npy.h"
 #include "model/hparams.h"
 #include "ops/registry.h"
