@@ -1713,29 +1713,43 @@ END_TEST
  * scatter with bias and epilogue): odd channel counts (enough that a
  * group of 3 to 55 images fits the slot), planes 1x1 to 4x4, batch 1, 3
  * and 33 (groups that do not divide the batch, a part
- * per thread), 1 and 2 threads, on OpenBLAS and (where the AVX-512
+ * per thread), a group that shrinks to fit dl_sgemm_rows's panels, 1 and
+ * 2 threads, on OpenBLAS and (where the AVX-512
  * kernels run) on dl_sgemm_rows, the images packed straight into its
  * panels, the same bits at 1 and 2 threads; against the float64
  * reference, plain and with a fused bias, batch norm, relu6, residual
  * and relu. */
 START_TEST(test_pointwise_batched)
 {
-	int64_t planes[][2] = {{1, 1}, {2, 2}, {3, 5}, {4, 4}}, batches[] = {1, 3, 33};
+	/* {C, OC, planes, batches}: 131 -> 97 at four planes; 20 -> 32 at
+	 * 1x1 and batch 40, where pw_group's 12 images need 16 columns of
+	 * panels (16 x 20) and a 32 x 12 product, 704 floats against the
+	 * slot's 640, and dl_sgemm_rows's group shrinks to 10 */
+	static const struct {
+		int64_t C, OC, np, planes[4][2], nb, batches[3];
+	} cf[] = {{131, 97, 4, {{1, 1}, {2, 2}, {3, 5}, {4, 4}}, 3, {1, 3, 33}},
+		  {20, 32, 1, {{1, 1}}, 1, {40}}};
 	int keep = dl_threads();
 	for (int wide = 0; wide < 2; wide++) {
 		if (dl_sgemm_rows_wide_set(wide) != wide)
 			continue;
-		for (int pi = 0; pi < 4; pi++)
-			for (int bi = 0; bi < 3; bi++) {
+		for (size_t ci = 0; ci < sizeof cf / sizeof *cf; ci++)
+		for (int pi = 0; pi < cf[ci].np; pi++)
+			for (int bi = 0; bi < cf[ci].nb; bi++) {
+				const int64_t C = cf[ci].C, OC = cf[ci].OC;
 				float *y1 = NULL;
 				for (int threads = 1; threads <= 2; threads++) {
 					struct harness h;
 					struct dl_error err = {0};
 					dl_set_threads(threads);
-					int64_t d[4] = {batches[bi], 131, planes[pi][0], planes[pi][1]};
+					int64_t d[4] = {cf[ci].batches[bi], C, cf[ci].planes[pi][0],
+							 cf[ci].planes[pi][1]};
 					struct dl_shape xs = dl_shape_make(4, d);
-					ck_assert_msg(h_setup(&h, "conv2d", "out_channels: 97, kernel_size: 1",
-							      &xs, 1, &err) == 0, "%s", err.msg);
+					char hp[64];
+					snprintf(hp, sizeof hp, "out_channels: %lld, kernel_size: 1",
+						 (long long)OC);
+					ck_assert_msg(h_setup(&h, "conv2d", hp, &xs, 1, &err) == 0, "%s",
+						      err.msg);
 					struct dl_rng r;
 					dl_rng_seed(&r, 31 + pi * 7 + bi);
 					for (int64_t i = 0; i < h.nx; i++)
@@ -1745,14 +1759,14 @@ START_TEST(test_pointwise_batched)
 							h.n.params[i].data[j] = (float)dl_rng_uniform(&r) - 0.5f;
 					struct dl_param *w = h_param(&h, "weight"), *b = h_param(&h, "bias");
 					int64_t plane = d[2] * d[3];
-					struct ref rf = {d[0], 131, d[2], d[3], 97, d[2], d[3], 1, 1, 1,
+					struct ref rf = {d[0], C, d[2], d[3], OC, d[2], d[3], 1, 1, 1,
 							 1, 1, 0, 0, 1, 1, 0};
 					double *y = calloc((size_t)h.ny, sizeof(double));
 					double *yb = calloc((size_t)h.ny, sizeof(double));
 					ref_visit(&rf, REF_Y, y, h.x, w->data, NULL);
 					h_forward(&h);
 					for (int64_t i = 0; i < h.ny; i++)
-						yb[i] = y[i] + b->data[i / plane % 97];
+						yb[i] = y[i] + b->data[i / plane % OC];
 					ck_assert_msg(rel_err_d(h.y, yb, h.ny) < 1e-5,
 						      "%lldx%lld, batch %lld, %d threads, wide %d: y off by %g",
 						      (long long)d[2], (long long)d[3], (long long)d[0], threads,
@@ -1767,24 +1781,24 @@ START_TEST(test_pointwise_batched)
 					}
 
 					/* fused: bias, batch norm, relu6, residual, relu */
-					float *sc = malloc(2 * 97 * sizeof(float));
+					float *sc = malloc((size_t)(2 * OC) * sizeof(float));
 					float *res = malloc((size_t)h.ny * sizeof(float));
-					for (int64_t c = 0; c < 97; c++) {
+					for (int64_t c = 0; c < OC; c++) {
 						sc[c] = 0.5f + (float)dl_rng_uniform(&r);
-						sc[97 + c] = (float)dl_rng_uniform(&r) - 0.5f;
+						sc[OC + c] = (float)dl_rng_uniform(&r) - 0.5f;
 					}
 					for (int64_t i = 0; i < h.ny; i++)
 						res[i] = 2.0f * (float)dl_rng_uniform(&r) - 1.0f;
 					struct dl_epilogue e = {.bn = -1, .act1 = DL_ACT_RELU6,
 								.act2 = DL_ACT_RELU, .res = 0, .ready = 1,
-								.bias = b->data, .scale = sc, .shift = sc + 97,
+								.bias = b->data, .scale = sc, .shift = sc + OC,
 								.resp = res};
 					h.n.epi = &e;
 					h.ctx.train = 0;
 					h_forward(&h);
 					for (int64_t i = 0; i < h.ny; i++) {
-						int64_t c = i / plane % 97;
-						double v = (y[i] + b->data[c]) * sc[c] + sc[97 + c];
+						int64_t c = i / plane % OC;
+						double v = (y[i] + b->data[c]) * sc[c] + sc[OC + c];
 						v = v < 0.0 ? 0.0 : v > 6.0 ? 6.0 : v;
 						v += res[i];
 						yb[i] = v < 0.0 ? 0.0 : v;

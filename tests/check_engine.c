@@ -692,6 +692,45 @@ START_TEST(gemm_rows_add_blocks)
 }
 END_TEST
 
+/* dl_transpose at every kernel level, storing and adding: sizes below,
+ * at and past the 8 x 8 blocks and the 16-column blocks (1 x 1, 7 x 130,
+ * 8 x 64, 19 x 67, 130 x 9), rows of both sides longer than needed,
+ * whose extra floats stay as they were */
+START_TEST(transpose_exact)
+{
+	static const int sz[][2] = {{1, 1}, {7, 130}, {8, 64}, {19, 67}, {130, 9}};
+	enum { MAXF = 140 * 140 };
+	static float src[MAXF], dst[MAXF];
+	for (int i = 0; i < MAXF; i++)
+		src[i] = (float)i + 0.5f;
+	for (int lv = 2; lv >= 0; lv--) {
+		if (dl_sgemm_rows_kernels(lv) != lv)
+			continue;
+		for (int add = 0; add < 2; add++)
+			for (size_t t = 0; t < sizeof sz / sizeof *sz; t++) {
+				int rows = sz[t][0], cols = sz[t][1], lds = cols + 3, ldd = rows + 5;
+				for (int i = 0; i < MAXF; i++)
+					dst[i] = -0.25f * (float)(i % 7);
+				dl_transpose(dst, ldd, src, lds, rows, cols, add);
+				for (int c = 0; c < cols; c++)
+					for (int r = 0; r < ldd; r++) {
+						float was = -0.25f * (float)((c * ldd + r) % 7);
+						float e = r >= rows ? was
+							  : add     ? was + src[r * lds + c]
+								    : src[r * lds + c];
+						ck_assert_msg(dst[c * ldd + r] == e,
+							      "kernels %d, add %d, %d x %d: dst[%d, %d] %g, "
+							      "not %g", lv, add, rows, cols, c, r,
+							      dst[c * ldd + r], e);
+					}
+				ck_assert_msg(dst[cols * ldd] == -0.25f * (float)(cols * ldd % 7),
+					      "kernels %d, %d x %d: wrote past dst", lv, rows, cols);
+			}
+	}
+	dl_sgemm_rows_kernels(-1);
+}
+END_TEST
+
 /* y = x W^T on packed weights (engine/xwt.h). W [O, I]: O a partial
  * panel alone, whole panels, and both (5, 16, 37, 301); I short, past
  * one k block, and a multiple of 512 (dl_sgemm_rows copies such rows'
@@ -1172,6 +1211,7 @@ Suite *make_engine_suite(void)
 	tcase_add_test(tc, gemm_skinny_matches_reference);
 	tcase_add_test(tc, gemm_rows_exact_chains);
 	tcase_add_test(tc, gemm_rows_add_blocks);
+	tcase_add_test(tc, transpose_exact);
 	tcase_add_loop_test(tc, gemm_rows_blocks, 0,
 			    (int)(sizeof rows_blocks / sizeof *rows_blocks));
 	tcase_add_test(tc, xwt_packed_chains);

@@ -60,6 +60,12 @@ void dl_sgemm_rows_add(int M, int N, int K, const float *A, int lda, const float
  * dl_sgemm_whole is on, nor below its size): the same bits. */
 void dl_sgemm_rows_shared(int M, int N, int K, const float *A, int lda, const float *P,
 			  float *C, int ldc);
+/* dst [cols, rows] (rows ldd apart) = src [rows, cols] (rows lds apart)
+ * transposed, or += with add (one addition per element): 8 x 8 blocks in
+ * registers where dl_sgemm_rows has AVX2 or better, the edges one float
+ * at a time; dst and src do not overlap */
+void dl_transpose(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
+		  int64_t cols, int add);
 /* The kernels dl_sgemm_rows uses now: 2 AVX-512, 1 AVX2, 0 plain. */
 int dl_sgemm_rows_level(void);
 /* For the tests: use the kernels of level `want` (0 plain, 1 AVX2, 2

@@ -20,9 +20,10 @@ int64_t dl_sgemm_rows_floats(int N, int K)
 }
 
 #ifdef FX_X86
-/* p[k, 0..7] = b[0..7, k] for k in [0, 8): an 8 x 8 transpose in
- * registers, rows of b ldb apart, p's rows DL_ROWS_W apart. */
-__attribute__((target("avx2"))) static void t8(float *p, const float *b, int64_t ldb)
+/* p[k, 0..7] = b[0..7, k] for k in [0, 8), or += with add: an 8 x 8
+ * transpose in registers, rows of b ldb apart, p's rows ldp apart. */
+__attribute__((target("avx2"))) static inline void t8(float *p, int64_t ldp, const float *b,
+						      int64_t ldb, int add)
 {
 	__m256 r0 = _mm256_loadu_ps(b), r1 = _mm256_loadu_ps(b + ldb);
 	__m256 r2 = _mm256_loadu_ps(b + 2 * ldb), r3 = _mm256_loadu_ps(b + 3 * ldb);
@@ -36,18 +37,45 @@ __attribute__((target("avx2"))) static void t8(float *p, const float *b, int64_t
 	__m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
 	__m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
 	__m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-	_mm256_storeu_ps(p, _mm256_permute2f128_ps(u0, u4, 0x20));
-	_mm256_storeu_ps(p + DL_ROWS_W, _mm256_permute2f128_ps(u1, u5, 0x20));
-	_mm256_storeu_ps(p + 2 * DL_ROWS_W, _mm256_permute2f128_ps(u2, u6, 0x20));
-	_mm256_storeu_ps(p + 3 * DL_ROWS_W, _mm256_permute2f128_ps(u3, u7, 0x20));
-	_mm256_storeu_ps(p + 4 * DL_ROWS_W, _mm256_permute2f128_ps(u0, u4, 0x31));
-	_mm256_storeu_ps(p + 5 * DL_ROWS_W, _mm256_permute2f128_ps(u1, u5, 0x31));
-	_mm256_storeu_ps(p + 6 * DL_ROWS_W, _mm256_permute2f128_ps(u2, u6, 0x31));
-	_mm256_storeu_ps(p + 7 * DL_ROWS_W, _mm256_permute2f128_ps(u3, u7, 0x31));
+	__m256 o[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+		       _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+		       _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+		       _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+	for (int i = 0; i < 8; i++)
+		_mm256_storeu_ps(p + i * ldp, add ? _mm256_add_ps(_mm256_loadu_ps(p + i * ldp), o[i])
+						  : o[i]);
 }
 #endif
 
 static int rows_level(void);
+
+/* Columns of src per block of the transpose: the block's 16 rows of dst
+ * stay in L1 until their lines are whole, even where they are a power
+ * of two apart (a 512 x 512 layer's weights: 64 rows 2 KiB apart fell
+ * into two of L1's sets) */
+#define T_COLS 16
+
+void dl_transpose(float *restrict dst, int64_t ldd, const float *restrict src, int64_t lds,
+		  int64_t rows, int64_t cols, int add)
+{
+	int vec = 0;
+#ifdef FX_X86
+	vec = rows_level() > 0;
+#endif
+	int64_t r8 = vec ? rows / 8 * 8 : 0, c8 = vec ? cols / 8 * 8 : 0;
+	for (int64_t c0 = 0; c0 < cols; c0 += T_COLS) {
+		int64_t c1 = c0 + T_COLS < cols ? c0 + T_COLS : cols;
+		int64_t v1 = c1 < c8 ? c1 : c8;
+#ifdef FX_X86
+		for (int64_t r = 0; r < r8; r += 8)
+			for (int64_t c = c0; c < v1; c += 8)
+				t8(dst + c * ldd + r, ldd, src + r * lds + c, lds, add);
+#endif
+		for (int64_t r = 0; r < rows; r++)
+			for (int64_t c = r < r8 && v1 > c0 ? v1 : c0; c < c1; c++)
+				dst[c * ldd + r] = (add ? dst[c * ldd + r] : 0.0f) + src[r * lds + c];
+	}
+}
 
 /* Panels of DL_ROWS_W columns, k outermost in each; the columns past N
  * zero, so every kernel may read whole panels. From B [K, N] row pieces;
@@ -75,7 +103,8 @@ void dl_sgemm_rows_pack(float *P, int tb, const float *B, int ldb, int N, int K)
 #ifdef FX_X86
 		for (; j + 8 <= nw && k8 > 0; j += 8)
 			for (int k = 0; k < k8; k += 8)
-				t8(p + (int64_t)k * DL_ROWS_W + j, B + (int64_t)(n0 + j) * ldb + k, ldb);
+				t8(p + (int64_t)k * DL_ROWS_W + j, DL_ROWS_W,
+				   B + (int64_t)(n0 + j) * ldb + k, ldb, 0);
 #endif
 		for (int jj = 0; jj < nw; jj++) {
 			const float *restrict b = B + (int64_t)(n0 + jj) * ldb;
@@ -140,34 +169,38 @@ static void rows_plain(int M, int N, int K, const float *A, int lda, const float
 }
 
 #ifdef FX_X86
+/* How a kernel's chains over k meet C: from zero, stored (a product's
+ * first k block); from C's value (a later one); or from zero, their sums
+ * added to C at the end (dl_sgemm_rows_add, every block). */
+enum chain { CHAIN_FRESH, CHAIN_ON, CHAIN_ADD };
+
 /* Kernels: R rows of A (broadcast) times one panel's block of K (a
  * vector or two of columns), R accumulators per vector in registers,
- * from zero or (more 1) from C, or (more 2) from zero and added to C at
- * the end; R a constant where inlined, the loops over it unrolled. The
- * first nw columns loaded and stored. */
+ * their chains met with C as ch says; R a constant where inlined, the
+ * loops over it unrolled. The first nw columns loaded and stored. */
 #define T512 __attribute__((target("avx512f,avx512vl,fma")))
 #define T256 __attribute__((target("avx2,fma")))
 #define INL static inline __attribute__((always_inline))
 
-#define ZKER(NAME, VT, ZERO, MASKT, LOADZ, LOAD, FMA, BCAST, STORE, ADD)               \
-	T512 INL void NAME(const float *A, int64_t lda, const float *p, int K, float *C,   \
-			   int64_t ldc, const int R, int nw, int more)                    \
-	{                                                                               \
-		VT c[16];                                                               \
-		MASKT mk = (MASKT)(nw >= 16 ? 0xffffu : (1u << nw) - 1);                \
-		_Pragma("GCC unroll 16")                                                \
-		for (int r = 0; r < R; r++)                                             \
-			c[r] = more == 1 ? LOADZ(mk, C + r * ldc) : ZERO();             \
-		for (int k = 0; k < K; k++) {                                           \
-			VT b = LOAD(p + (int64_t)k * DL_ROWS_W);                        \
-			_Pragma("GCC unroll 16")                                        \
-			for (int r = 0; r < R; r++)                                     \
-				c[r] = FMA(BCAST(A[r * lda + k]), b, c[r]);             \
-		}                                                                       \
-		_Pragma("GCC unroll 16")                                                \
-		for (int r = 0; r < R; r++)                                             \
-			STORE(C + r * ldc, mk, more == 2 ? ADD(c[r], LOADZ(mk, C + r * ldc))  \
-							 : c[r]);                       \
+#define ZKER(NAME, VT, ZERO, MASKT, LOADZ, LOAD, FMA, BCAST, STORE, ADD)                           \
+	T512 INL void NAME(const float *A, int64_t lda, const float *p, int K, float *C,           \
+			   int64_t ldc, const int R, int nw, enum chain ch)                        \
+	{                                                                                          \
+		VT c[16];                                                                          \
+		MASKT mk = (MASKT)(nw >= 16 ? 0xffffu : (1u << nw) - 1);                           \
+		_Pragma("GCC unroll 16")                                                           \
+		for (int r = 0; r < R; r++)                                                        \
+			c[r] = ch == CHAIN_ON ? LOADZ(mk, C + r * ldc) : ZERO();                   \
+		for (int k = 0; k < K; k++) {                                                      \
+			VT b = LOAD(p + (int64_t)k * DL_ROWS_W);                                   \
+			_Pragma("GCC unroll 16")                                                   \
+			for (int r = 0; r < R; r++)                                                \
+				c[r] = FMA(BCAST(A[r * lda + k]), b, c[r]);                        \
+		}                                                                                  \
+		_Pragma("GCC unroll 16")                                                           \
+		for (int r = 0; r < R; r++)                                                        \
+			STORE(C + r * ldc, mk, ch == CHAIN_ADD ? ADD(c[r], LOADZ(mk, C + r * ldc)) \
+							 : c[r]);                                  \
 	}
 
 ZKER(z16, __m512, _mm512_setzero_ps, __mmask16, _mm512_maskz_loadu_ps, _mm512_loadu_ps,
@@ -181,14 +214,15 @@ ZKER(z4, __m128, _mm_setzero_ps, __mmask8, _mm_maskz_loadu_ps, _mm_loadu_ps,
  * so 4 R chains are in flight, not R (one chain waits out the FMA's
  * latency at every k). Panels pstride floats apart. */
 T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, int K,
-		 float *C, int64_t ldc, const int R, int more)
+		 float *C, int64_t ldc, const int R, enum chain ch)
 {
 	__m512 c[3][4];
 #pragma GCC unroll 3
 	for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++)
-			c[r][j] = more == 1 ? _mm512_loadu_ps(C + r * ldc + 16 * j) : _mm512_setzero_ps();
+			c[r][j] = ch == CHAIN_ON ? _mm512_loadu_ps(C + r * ldc + 16 * j)
+						 : _mm512_setzero_ps();
 	for (int k = 0; k < K; k++) {
 		__m512 b[4];
 #pragma GCC unroll 4
@@ -207,8 +241,9 @@ T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, i
 #pragma GCC unroll 4
 		for (int j = 0; j < 4; j++)
 			_mm512_storeu_ps(C + r * ldc + 16 * j,
-					 more == 2 ? _mm512_add_ps(c[r][j], _mm512_loadu_ps(C + r * ldc + 16 * j))
-						   : c[r][j]);
+					 ch == CHAIN_ADD
+						 ? _mm512_add_ps(c[r][j], _mm512_loadu_ps(C + r * ldc + 16 * j))
+						 : c[r][j]);
 }
 
 /* R rows (4 to 12) times two whole panels: per k two loads of B and R
@@ -218,13 +253,14 @@ T512 INL void zq(const float *A, int64_t lda, const float *p, int64_t pstride, i
  * block calls it so, and the next block arrives while this one is
  * multiplied (an LM head's panels come from memory: 94 -> 88 ms). */
 T512 INL void zw(const float *A, int64_t lda, const float *p, int64_t pstride, int K,
-		 float *C, int64_t ldc, const int R, int more, const float *pf)
+		 float *C, int64_t ldc, const int R, enum chain ch, const float *pf)
 {
 	__m512 c0[12], c1[12];
 #pragma GCC unroll 12
 	for (int r = 0; r < R; r++) {
-		c0[r] = more == 1 ? _mm512_loadu_ps(C + r * ldc) : _mm512_setzero_ps();
-		c1[r] = more == 1 ? _mm512_loadu_ps(C + r * ldc + DL_ROWS_W) : _mm512_setzero_ps();
+		c0[r] = ch == CHAIN_ON ? _mm512_loadu_ps(C + r * ldc) : _mm512_setzero_ps();
+		c1[r] = ch == CHAIN_ON ? _mm512_loadu_ps(C + r * ldc + DL_ROWS_W)
+				       : _mm512_setzero_ps();
 	}
 	for (int k = 0; k < K; k++) {
 		__m512 b0 = _mm512_loadu_ps(p + (int64_t)k * DL_ROWS_W);
@@ -243,7 +279,7 @@ T512 INL void zw(const float *A, int64_t lda, const float *p, int64_t pstride, i
 	}
 #pragma GCC unroll 12
 	for (int r = 0; r < R; r++) {
-		if (more == 2) {
+		if (ch == CHAIN_ADD) {
 			c0[r] = _mm512_add_ps(c0[r], _mm512_loadu_ps(C + r * ldc));
 			c1[r] = _mm512_add_ps(c1[r], _mm512_loadu_ps(C + r * ldc + DL_ROWS_W));
 		}
@@ -262,24 +298,25 @@ T512 INL void z_panels(const float *A, int64_t lda, const float *P, int64_t K, i
 		       int kc, float *C, int64_t ldc, int N, const int R, const float *pf,
 		       int add)
 {
-	int n0 = 0, more = add ? 2 : k0 > 0;
+	int n0 = 0;
+	enum chain ch = add ? CHAIN_ADD : k0 > 0 ? CHAIN_ON : CHAIN_FRESH;
 	if (R < 4)
 		for (; n0 + 4 * DL_ROWS_W <= N; n0 += 4 * DL_ROWS_W)
 			zq(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
-			   C + n0, ldc, R, more);
+			   C + n0, ldc, R, ch);
 	else
 		for (; n0 + 2 * DL_ROWS_W <= N; n0 += 2 * DL_ROWS_W)
 			zw(A, lda, P + n0 * K + (int64_t)k0 * DL_ROWS_W, DL_ROWS_W * K, kc,
-			   C + n0, ldc, R, more, pf ? pf + n0 * K : NULL);
+			   C + n0, ldc, R, ch, pf ? pf + n0 * K : NULL);
 	for (; n0 < N; n0 += DL_ROWS_W) {
 		const float *p = P + n0 * K + (int64_t)k0 * DL_ROWS_W;
 		int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 		if (nw > 8)
-			z16(A, lda, p, kc, C + n0, ldc, R, nw, more);
+			z16(A, lda, p, kc, C + n0, ldc, R, nw, ch);
 		else if (nw > 4)
-			z8(A, lda, p, kc, C + n0, ldc, R, nw, more);
+			z8(A, lda, p, kc, C + n0, ldc, R, nw, ch);
 		else
-			z4(A, lda, p, kc, C + n0, ldc, R, nw, more);
+			z4(A, lda, p, kc, C + n0, ldc, R, nw, ch);
 	}
 }
 
@@ -415,13 +452,13 @@ T512 static void rows_avx512_tall(int M, int N, int K, const float *A, int lda,
 
 /* AVX2: 16 registers, so 6 rows times the panel's two halves. */
 T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
-		  int64_t ldc, const int R, int nw, int more)
+		  int64_t ldc, const int R, int nw, enum chain ch)
 {
 	__m256 c0[6], c1[6];
 #pragma GCC unroll 6
 	for (int r = 0; r < R; r++) {
 		float t[16] = {0};
-		if (more == 1)
+		if (ch == CHAIN_ON)
 			memcpy(t, C + r * ldc, (size_t)nw * sizeof *t);
 		c0[r] = _mm256_loadu_ps(t);
 		c1[r] = _mm256_loadu_ps(t + 8);
@@ -441,7 +478,7 @@ T256 INL void y16(const float *A, int64_t lda, const float *p, int K, float *C,
 		float t[16];
 		_mm256_storeu_ps(t, c0[r]);
 		_mm256_storeu_ps(t + 8, c1[r]);
-		for (int j = 0; more == 2 && j < nw; j++)
+		for (int j = 0; ch == CHAIN_ADD && j < nw; j++)
 			t[j] += C[r * ldc + j];
 		memcpy(C + r * ldc, t, (size_t)nw * sizeof *t);
 	}
@@ -452,6 +489,7 @@ T256 static void rows_avx2(int M, int N, int K, const float *A, int lda, const f
 {
 	for (int k0 = 0; k0 < K; k0 += KC) {
 		int kc = K - k0 < KC ? K - k0 : KC;
+		enum chain ch = add ? CHAIN_ADD : k0 > 0 ? CHAIN_ON : CHAIN_FRESH;
 		for (int m = 0; m < M;) {
 			int R = M - m >= 6 ? 6 : 1;
 			for (int n0 = 0; n0 < N; n0 += DL_ROWS_W) {
@@ -460,9 +498,9 @@ T256 static void rows_avx2(int M, int N, int K, const float *A, int lda, const f
 				float *c = C + (int64_t)m * ldc + n0;
 				int nw = N - n0 < DL_ROWS_W ? N - n0 : DL_ROWS_W;
 				if (R == 6)
-					y16(a, lda, p, kc, c, ldc, 6, nw, add ? 2 : k0 > 0);
+					y16(a, lda, p, kc, c, ldc, 6, nw, ch);
 				else
-					y16(a, lda, p, kc, c, ldc, 1, nw, add ? 2 : k0 > 0);
+					y16(a, lda, p, kc, c, ldc, 1, nw, ch);
 			}
 			m += R;
 		}

@@ -5,6 +5,7 @@
  * one row of K is the wrong shape: forward with 16 channels in the vector
  * lanes (dw_cb_*), or row by row where a strip of rows is too large. 1D ops are the 2D kernels with H = 1.
  * Scratch comes from the planned workspace, one slot per thread. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -2401,9 +2402,7 @@ static float *cols_end(const struct geom *g, float *slot, int64_t K, int64_t col
 static void col_transpose(float *restrict bt, const float *restrict col, int64_t K,
 			  int64_t cols, int64_t r0, int64_t r1)
 {
-	for (int64_t r = r0; r < r1; r++)
-		for (int64_t c = 0; c < cols; c++)
-			bt[c * K + r] = col[r * cols + c];
+	dl_transpose(bt + r0, K, col + r0 * cols, cols, r1 - r0, cols, 0);
 }
 
 static void conv_forward_shared(float *y, const float *x, const float *w,
@@ -2543,6 +2542,7 @@ static void pw_forward_batched(float *y, const float *x, const float *w,
 		for (int64_t n0 = lo; n0 < hi; n0 += nb) {
 			int64_t k = hi - n0 < nb ? hi - n0 : nb, m = k * P;
 			float *out = col + (rb ? dl_sgemm_rows_floats((int)m, (int)C) : C * m);
+			assert(out + OC * m <= col + slot);   /* pw_group, pw_rows_group */
 			if (rb) {
 				pw_pack(col, x + n0 * C * P, k, P, C);
 				dl_sgemm_rows((int)OC, (int)m, (int)C, w, (int)C, col, out, (int)m);
@@ -2696,26 +2696,15 @@ static int64_t bwd_xtra_floats(const struct geom *g, int nt)
 	return 2 * g->OC * cin_g(g) * g->kh * g->kw + nt * bwd_pan_floats(g);
 }
 
-/* Rows of k per block of the transposes below: a block's rows of the
- * [K, OCg] side (16 cache lines) stay in L1 while the other side's rows
- * pass a line at a time (one float per line at a time, the weights'
- * transpose was 21% of a 2x2 pointwise layer's backward) */
-#define T_BLOCK 16
+/* Rows of k per block of reduce_partials_t */
+#define T_BLOCK 64
 
 /* wt [G][K, OCg]: each group's weights [OCg, K] transposed */
 static void weights_t(float *restrict wt, const float *restrict w, const struct geom *g)
 {
 	int64_t OCg = cout_g(g), K = cin_g(g) * g->kh * g->kw;
 	for (int64_t gi = 0; gi < g->G; gi++)
-		for (int64_t k0 = 0; k0 < K; k0 += T_BLOCK) {
-			int64_t k1 = k0 + T_BLOCK < K ? k0 + T_BLOCK : K;
-			for (int64_t o = 0; o < OCg; o++) {
-				const float *src = w + (gi * OCg + o) * K;
-				float *dst = wt + gi * K * OCg + o;
-				for (int64_t k = k0; k < k1; k++)
-					dst[k * OCg] = src[k];
-			}
-		}
+		dl_transpose(wt + gi * K * OCg, OCg, w + gi * OCg * K, K, OCg, K, 0);
 }
 
 /* dwt [K, OCg] += a [K, n] (rows lda apart) dy [OCg, n]^T (rows ldy
@@ -2744,9 +2733,10 @@ static void dcol_rows(float *c, int64_t ldc, const float *wt, const float *dy, i
 }
 
 /* dw [G][OCg, K] += the sum over `used` partials part[t] (slot floats
- * apart, from off) of [G][K, OCg], each transposed; in blocks of T_BLOCK
- * rows of k */
-static void reduce_partials_t(float *dw, const float *part, int64_t slot, int64_t off,
+ * apart, from off) of [G][K, OCg], transposed: per block of T_BLOCK rows
+ * of k, the partials added into the first in order (its floats then hold
+ * the sum), which is added transposed into dw */
+static void reduce_partials_t(float *dw, float *part, int64_t slot, int64_t off,
 			      const struct geom *g, int used, int nt)
 {
 	int64_t OCg = cout_g(g), K = cin_g(g) * g->kh * g->kw;
@@ -2755,16 +2745,13 @@ static void reduce_partials_t(float *dw, const float *part, int64_t slot, int64_
 	for (int64_t b = 0; b < blocks; b++) {
 		int64_t gi = b / kb, k0 = b % kb * T_BLOCK;
 		int64_t k1 = k0 + T_BLOCK < K ? k0 + T_BLOCK : K;
-		const float *p = part + off + gi * K * OCg;
-		for (int64_t o = 0; o < OCg; o++) {
-			float *d = dw + (gi * OCg + o) * K;
-			for (int64_t k = k0; k < k1; k++) {
-				float s = 0.0f;
-				for (int t = 0; t < used; t++)
-					s += p[t * slot + k * OCg + o];
-				d[k] += s;
-			}
+		float *restrict p = part + off + gi * K * OCg + k0 * OCg;
+		for (int t = 1; t < used; t++) {
+			const float *restrict q = p + t * slot;
+			for (int64_t i = 0; i < (k1 - k0) * OCg; i++)
+				p[i] += q[i];
 		}
+		dl_transpose(dw + gi * OCg * K + k0, K, p, OCg, k1 - k0, OCg, 1);
 	}
 }
 
