@@ -73,7 +73,8 @@ void dl_transpose(float *restrict dst, int64_t ldd, const float *restrict src, i
 #endif
 		for (int64_t r = 0; r < rows; r++)
 			for (int64_t c = r < r8 && v1 > c0 ? v1 : c0; c < c1; c++)
-				dst[c * ldd + r] = (add ? dst[c * ldd + r] : 0.0f) + src[r * lds + c];
+				dst[c * ldd + r] = add ? dst[c * ldd + r] + src[r * lds + c]
+						       : src[r * lds + c];
 	}
 }
 
