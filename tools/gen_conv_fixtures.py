@@ -152,6 +152,20 @@ case("conv2d_pointwise", "conv2d", [2, 5, 4, 3], out_channels=3,
      kernel_size=1)
 case("conv2d_pointwise_s2", "conv2d", [2, 4, 5, 5], out_channels=3,
      kernel_size=1, stride=2, bias=False)
+# on dl_sgemm_rows where the FMA units are 512 bits wide (src/ops/conv.c:
+# the backward at 16 or more output channels per group, the batched
+# pointwise forward at 32 or more): planes of at most 16 cells (im2col by
+# vector shuffles, the grouped backward), a 1x1 layer's images packed
+# straight into panels, groups, and a plane past the grouped backward's
+# 64 cells; channel counts off the 16-wide panels
+case("conv2d_rows_small_planes", "conv2d", [5, 19, 4, 4], out_channels=33,
+     kernel_size=3, padding=1)
+case("conv2d_rows_pointwise", "conv2d", [6, 37, 2, 2], out_channels=35,
+     kernel_size=1)
+case("conv2d_rows_groups_s2", "conv2d", [3, 34, 5, 7], out_channels=36,
+     kernel_size=3, stride=2, padding=1, groups=2)
+case("conv2d_rows_dilation", "conv2d", [2, 17, 9, 10], out_channels=20,
+     kernel_size=3, padding=2, dilation=2, bias=False)
 # transposed
 case("conv_transpose1d_basic", "conv_transpose1d", [2, 3, 6],
      out_channels=2, kernel_size=3, stride=2)
