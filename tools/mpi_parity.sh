@@ -38,21 +38,12 @@ for seed in "$@"; do
 	"$dlrun" train "$@" -o "$tmp/one.st"
 	mpirun --oversubscribe -np "$np" "$dlrun" train "$@" -o "$tmp/np.st"
 	/usr/bin/python3 - "$tmp/one.st" "$tmp/np.st" "$seed" "$np" <<'EOF'
-import json, struct, sys
+import sys
 import numpy as np
+sys.path.insert(0, "tools")
+from dltools import read_safetensors
 
-def tensors(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    head = json.loads(b[8:8 + n])
-    out = {}
-    for k, v in head.items():
-        if k != "__metadata__":
-            s, e = v["data_offsets"]
-            out[k] = np.frombuffer(b[8 + n + s:8 + n + e], np.float32)
-    return out
-
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+a, b = read_safetensors(sys.argv[1]), read_safetensors(sys.argv[2])
 gap, name = max((float(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)), k)
                 for k in a)
 print(f"seed {sys.argv[3]}, {sys.argv[4]} processes: {gap:.2e} ({name})"
