@@ -85,12 +85,12 @@ mlp="$models/digits-mlp.yaml --data $digits --epochs 1 --batch-size 30 --threads
 # SGD: under Adam a gradient that is 0 but for rounding (a bias before batch
 # norm, attention's key bias) moves by lr, and the rounding of a different
 # summation order decides in which direction
-cnn="$models/digits-cnn.yaml --data $digits --epochs 1 --batch-size 30 --threads 1 -q
+cnn_flags="--data $digits --epochs 1 --batch-size 30 --threads 1 -q
 	--optimizer sgd --lr 0.05 --momentum 0.9"
+cnn="$models/digits-cnn.yaml $cnn_flags"
 # parity needs a smooth model: with relu and max-pool the rounding of the
 # two summation orders sets off finite jumps (see the model's comment)
-cnn_smooth="$data/digits-cnn-smooth.yaml --data $digits --epochs 1 --batch-size 30
-	--threads 1 -q --optimizer sgd --lr 0.05 --momentum 0.9"
+cnn_smooth="$data/digits-cnn-smooth.yaml $cnn_flags"
 gpt="$data/gpt-tiny.yaml --data $data/tokens.npz --epochs 3 --batch-size 6 --threads 1 -q
 	--optimizer sgd --lr 0.1 --momentum 0.9"
 # the gate noise is drawn as one process would, and the balance loss's
