@@ -150,6 +150,15 @@ struct dl_node {
 	int fused;                 /* computed by an earlier node's epilogue:
 	                            * skipped */
 
+	/* Stepped calls (engine/stepper.h): the axis, counted from the end
+	 * (1: the last), along which the output runs over the token
+	 * positions, 0 when it does not depend on them; and the state the
+	 * node keeps between calls, step_floats per sequence, sequence s's at
+	 * step_state + s * step_floats (placed by the stepping session). */
+	int step_axis;
+	size_t step_floats;
+	float *step_state;
+
 	void *priv;                /* op-private, free()d with the graph */
 	void *sub;                 /* struct dl_subgraphs (engine/graph.h): an
 	                            * ENTRIES hyperparameter's copies, or the
@@ -186,11 +195,31 @@ struct dl_ctx {
 	struct dl_xwt_set *xwt;    /* with fixed_weights: the weights of
 	                            * y = x W^T products packed once
 	                            * (engine/xwt.h); NULL: dl_sgemm */
+	const struct dl_step_call *step;/* a stepped call (engine/stepper.h): the
+	                            * inputs hold only the new positions of
+	                            * the token stream; NULL: a whole run */
 	double *aux_loss;          /* training forward: ops with an auxiliary
 	                            * loss (mixture_of_experts' balance_loss)
 	                            * add its value here, and their backward
 	                            * adds its gradient; NULL: not wanted */
 };
+
+/* One stepped call (dlrun generate): the call's batch rows are the
+ * session's sequences row0 .. row0 + N - 1, and sequence row0 + i had
+ * pos[i] positions before this call, so its new positions are pos[i] ..
+ * pos[i] + T - 1. A node's state holds max_len positions per sequence. */
+struct dl_step_call {
+	int64_t row0;
+	const int64_t *pos;        /* [N] */
+	int64_t max_len;
+};
+
+/* Whether node n runs a part of the token sequence in this call: its
+ * output is on the token positions and the call is stepped. */
+static inline int dl_stepping(const struct dl_node *n, const struct dl_ctx *ctx)
+{
+	return ctx->step && n->step_axis > 0;
+}
 
 /* Inner graphs of this call run fused: inference on fixed weights with
  * fusion wanted (dl_ctx.fuse). */
@@ -252,7 +281,20 @@ enum {
 	DL_OP_BWD_NO_INPUTS = 1 << 2, /* backward reads no input's data (only
 	                               * shapes) */
 	DL_OP_BWD_NO_OUTPUT = 1 << 3, /* backward reads not the output's data */
+	DL_OP_IDS = 1 << 4,       /* input 0 holds token ids, each a whole
+	                           * number in [0, params[0].shape.d[0]):
+	                           * checked on every path (engine/session.h) */
 };
+
+/* Stepping (engine/stepper.h): whether and how the op runs a part of a
+ * sequence at a time. in_axis[i] is input i's token axis (counted from the
+ * end; 0: input i does not depend on the tokens; at least one is not 0);
+ * in[] the inputs' shapes. Sets out_axis[k] for each output and
+ * n->step_floats (state per sequence for max_len positions), or fails
+ * naming the entry and why. */
+typedef int (*dl_step_fn)(struct dl_node *n, const struct dl_shape *in,
+			  const int *in_axis, int *out_axis, int64_t max_len,
+			  struct dl_error *err);
 
 struct dl_op_desc {
 	const char *name;          /* snake_case of the PyTorch class */
@@ -269,6 +311,9 @@ struct dl_op_desc {
 	/* How many outputs the node has, from its hyperparameters (lstm's
 	 * output: state: h_n and c_n), at most DL_MAX_OUT; NULL: one. */
 	int (*n_outputs)(const struct dl_node *n);
+	/* NULL: the op cannot run on a part of the token sequence (a
+	 * stepped session refuses a model where it does). */
+	dl_step_fn step;
 	/* Whether the node adds an auxiliary loss in training (through
 	 * ctx->aux_loss: mixture_of_experts' balance_loss); NULL: never. */
 	int (*has_aux_loss)(const struct dl_node *n);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "engine/vmath.h"
 #include "ops/spatial.h"
 
@@ -627,7 +628,8 @@ static const struct dl_hp_desc softmax_hp[] = {
 
 /* the fields every pointwise activation shares */
 #define POINTWISE .min_in = 1, .max_in = 1, .infer = act_infer, \
-	.forward = act_fwd, .backward = act_bwd, .flags = DL_OP_INPLACE_OK
+	.forward = act_fwd, .backward = act_bwd, .flags = DL_OP_INPLACE_OK, \
+	.step = dl_step_pointwise
 
 /* y = max(x, 0) */
 static const struct dl_op_desc op_relu = {
@@ -673,12 +675,21 @@ static const struct dl_op_desc op_relu_squared = {
 	.name = "relu_squared", .doc = "y = max(x, 0)^2", POINTWISE,
 };
 
+/* Position by position unless dim is the token axis. */
+static int softmax_step(struct dl_node *n, const struct dl_shape *in,
+			const int *in_axis, int *out_axis, int64_t max_len,
+			struct dl_error *err)
+{
+	int rc = dl_step_pointwise(n, in, in_axis, out_axis, max_len, err);
+	return rc ? rc : dl_step_check_dim(n, in, in_axis, n->hp[0].i, 0, err);
+}
+
 /* y_i = exp(x_i - max x) / sum_j exp(x_j - max x) along dim */
 static const struct dl_op_desc op_softmax = {
 	.name = "softmax", .doc = "y = exp(x) / sum(exp(x)) along dim",
 	.min_in = 1, .max_in = 1, .hp = softmax_hp, .n_hp = 1,
 	.infer = softmax_infer, .forward = softmax_fwd, .backward = softmax_bwd,
-	.flags = DL_OP_BWD_NO_INPUTS,
+	.flags = DL_OP_BWD_NO_INPUTS, .step = softmax_step,
 };
 
 /* y_i = x_i - max x - log sum_j exp(x_j - max x) along dim */
@@ -686,7 +697,7 @@ static const struct dl_op_desc op_log_softmax = {
 	.name = "log_softmax", .doc = "y = x - log(sum(exp(x))) along dim",
 	.min_in = 1, .max_in = 1, .hp = softmax_hp, .n_hp = 1,
 	.infer = softmax_infer, .forward = softmax_fwd, .backward = softmax_bwd,
-	.flags = DL_OP_BWD_NO_INPUTS,
+	.flags = DL_OP_BWD_NO_INPUTS, .step = softmax_step,
 };
 
 /* y = min(max(x, 0), 6) */

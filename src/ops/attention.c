@@ -24,6 +24,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "engine/xwt.h"
 #include "ops/attention.h"
 
@@ -216,6 +217,74 @@ static void set_masks(struct att *a, const struct dl_node *n,
 	}
 }
 
+
+/* ---- stepped decoding (engine/stepper.h) ----
+ * Self attention over the token positions keeps the keys and values of
+ * the earlier positions of each sequence (a KV cache, max_len rows);
+ * queries on the tokens against keys that are not (cross attention on an
+ * encoder's memory) need nothing kept. Only causal attention can be
+ * stepped over the tokens: otherwise an early position would see later
+ * ones. */
+
+/* What can be stepped: q, k, v on the tokens (self attention; causal,
+ * no mask inputs, no random keys), or q alone (cross attention: no
+ * causal mask, relative positions or convolution over the positions). */
+static int att_step_check(struct dl_node *n, const struct dl_shape *in,
+			  const int *in_axis, int base, int dconv,
+			  int *self, struct dl_error *err)
+{
+	struct roles r;
+	att_roles(n->n_in, in[n->n_in - 1].ndim, &r);
+	const struct dl_hp_value *h = n->hp + base;
+	if (!in_axis[r.q])
+		return dl_node_error(err, n, -1,
+			"its keys run over the token positions but its queries do not, so the "
+			"model cannot be decoded step by step");
+	if (in[r.q].ndim != 3 || in_axis[r.q] != 2)
+		return dl_node_error(err, n, -1,
+			"its queries are not a sequence [N, T, D] over the token positions, so "
+			"the model cannot be decoded step by step");
+	if ((r.am >= 0 && in_axis[r.am]) || (r.kpm >= 0 && in_axis[r.kpm]))
+		return dl_node_error(err, n, -1,
+			"its mask input runs over the token positions; decoding step by step "
+			"takes the causal: true mask instead");
+	*self = in_axis[r.k] != 0;
+	if (*self) {
+		if (in_axis[r.k] != 2 || in_axis[r.v] != 2)
+			return dl_node_error(err, n, -1,
+				"its keys or values are not sequences over the token positions");
+		if (!h[MK_CAUSAL].i)
+			return dl_node_error(err, n, base + MK_CAUSAL,
+				"it is not causal, so each position sees later ones and the model "
+				"cannot be decoded step by step (give causal: true)");
+		if (r.am >= 0 || r.kpm >= 0)
+			return dl_node_error(err, n, -1,
+				"it takes a mask input; decoding step by step takes causal: true alone");
+		if (h[MK_RANDOM].i > 0)
+			return dl_node_error(err, n, base + MK_RANDOM,
+				"random keys depend on the whole sequence's length, so the model "
+				"cannot be decoded step by step");
+		return 0;
+	}
+	if (in_axis[r.v])
+		return dl_node_error(err, n, -1,
+			"its values run over the token positions but its keys do not");
+	if (h[MK_CAUSAL].i || h[MK_REL].i > 0 || dconv > 0 || (h[MK_WINDOW].set) ||
+	    h[MK_STRIDE].set || h[MK_FIXED].set || h[MK_GLOBAL].i > 0 || h[MK_RANDOM].i > 0)
+		return dl_node_error(err, n, -1,
+			"its queries are the token positions and its keys are not, under a mask "
+			"that relates the two positions; it cannot be decoded step by step");
+	return 0;
+}
+
+/* The positions a node's cache holds, from its state's size: keys and
+ * values of dk + dv floats a position, then `extra` floats. */
+static int64_t cache_len(const struct dl_node *n, int64_t dkv, int64_t extra)
+{
+	return n->step_floats > (size_t)extra && dkv > 0
+		       ? (int64_t)(n->step_floats - (size_t)extra) / dkv : 0;
+}
+
 /* ---- attention ---- */
 
 enum { AT_SCORE, AT_SIZE, AT_MASK, AT_DROPOUT = AT_MASK + MK_COUNT, AT_N };
@@ -364,6 +433,8 @@ static int attention_infer(struct dl_node *n, const struct dl_shape *in,
 	out->d[nd - 1] = Dv;
 	n->ws_bytes = att_ws_layout(&a, attention_tmpf(n, Tq, Tk, Dk), NULL,
 				    NULL);
+	/* stepped: one score row per query sample over the cache */
+	n->ws_bytes += sizeof(float) * (size_t)N * (size_t)cache_len(n, Dk + Dv, 0);
 	n->saved_bytes = p > 0.0 ? (size_t)(N * H * a.cells) : 0;
 	n->macs = N * H *
 		  (a.cells * (Dq + Dv) +
@@ -416,9 +487,58 @@ static void attention_run(struct dl_node *n, const struct dl_tensor *in,
 	}
 }
 
+static int attention_step(struct dl_node *n, const struct dl_shape *in,
+			  const int *in_axis, int *out_axis, int64_t max_len,
+			  struct dl_error *err)
+{
+	int self;
+	int rc = att_step_check(n, in, in_axis, AT_MASK, 0, &self, err);
+	if (rc)
+		return rc;
+	int sc = (int)n->hp[AT_SCORE].i;
+	if (self && sc != SC_SCALED && sc != SC_DOT)
+		return dl_node_error(err, n, AT_SCORE,
+			"stepped decoding takes the scaled_dot and dot scores");
+	struct roles r;
+	att_roles(n->n_in, in[n->n_in - 1].ndim, &r);
+	out_axis[0] = 2;
+	n->step_floats = self ? (size_t)max_len * (size_t)(in[r.k].d[2] + in[r.v].d[2]) : 0;
+	return 0;
+}
+
+/* A stepped call of self attention: the new keys and values go into each
+ * sequence's cache, then every new query attends to the cache. */
+static void attention_fwd_step(struct dl_node *n, const struct dl_tensor *in,
+			       struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	struct roles r;
+	att_roles(n->n_in, in[n->n_in - 1].shape.ndim, &r);
+	const struct dl_tensor *q = &in[r.q], *k = &in[r.k], *v = &in[r.v];
+	struct att a;
+	attention_att(&a, n, &q->shape, &k->shape, &v->shape, 1, 0);
+	int N = (int)q->shape.d[0], T = (int)q->shape.d[1];
+	int dk = a.dk, dv = a.dv;
+	int64_t L = cache_len(n, dk + dv, 0);
+	float *scores = (float *)((char *)ctx->ws + n->ws_bytes) - (size_t)N * L;
+#pragma omp parallel for if (N > 1)
+	for (int b = 0; b < N; b++) {
+		int64_t p0 = ctx->step->pos[b];
+		float *K = n->step_state + (size_t)(ctx->step->row0 + b) * n->step_floats;
+		float *V = K + L * dk;
+		memcpy(K + p0 * dk, k->data + (int64_t)b * T * dk, sizeof(float) * (size_t)T * dk);
+		memcpy(V + p0 * dv, v->data + (int64_t)b * T * dv, sizeof(float) * (size_t)T * dv);
+		att_step_fwd(&a, q->data + (int64_t)b * T * a.dq, a.dq, T, p0, K, dk, V, dv,
+			     out->data + (int64_t)b * T * dv, dv, scores + (size_t)b * L);
+	}
+}
+
 static void attention_fwd(struct dl_node *n, const struct dl_tensor *in,
 			  struct dl_tensor *out, struct dl_ctx *ctx)
 {
+	if (dl_stepping(n, ctx) && n->step_state) {
+		attention_fwd_step(n, in, out, ctx);
+		return;
+	}
 	attention_run(n, in, out->data, NULL, NULL, ctx);
 }
 
@@ -439,6 +559,7 @@ static const struct dl_op_desc op_attention = {
 	.infer = attention_infer,
 	.forward = attention_fwd,
 	.backward = attention_bwd,
+	.step = attention_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = "bilinear: weight [D_q, D_k]; additive: w.weight [attention_size, D_q + D_k], w2.weight [1, attention_size]; rel_k [2 relative_positions + 1, D_q]; relative_values: rel_v [2 relative_positions + 1, D_v]",
 };
@@ -674,6 +795,9 @@ static int mha_infer(struct dl_node *n, const struct dl_shape *in,
 	*out = *q;
 	n->ws_bytes = mha_layout(N, Tq, Tk, att_ws_layout(&a, 0, NULL, NULL), E,
 				 w > 0, NULL, NULL);
+	/* stepped: one score row per (sample, head) over the cache */
+	n->ws_bytes += sizeof(float) * (size_t)(N * H) *
+		       (size_t)cache_len(n, 2 * E, 3 * (w > 0 ? w - 1 : 0) * E);
 	n->saved_bytes = p > 0.0 ? (size_t)(N * H * a.cells) : 0;
 	n->macs = N * (Tq * E * E + Tk * E * (KD + VD) + 2 * a.cells * E +
 		       Tq * E * E + (Tq + 2 * Tk) * E * w);
@@ -884,9 +1008,121 @@ static void mha_slices(const struct dl_node *n, struct att *a,
 	}
 }
 
+static int mha_step(struct dl_node *n, const struct dl_shape *in,
+		    const int *in_axis, int *out_axis, int64_t max_len,
+		    struct dl_error *err)
+{
+	int self;
+	int64_t w = n->hp[MH_DCONV].i;
+	int rc = att_step_check(n, in, in_axis, MH_MASK, (int)w, &self, err);
+	if (rc)
+		return rc;
+	int64_t E = in[0].d[2];
+	out_axis[0] = 2;
+	n->step_floats = self ? (size_t)(2 * max_len + 3 * (w > 0 ? w - 1 : 0)) * (size_t)E : 0;
+	return 0;
+}
+
+/* dconv over a stepped call's new rows x [N, T, E] (projection t) into
+ * y, with each sequence's last w - 1 rows before them in hist [w - 1, E]
+ * (positions before 0 count as absent, as dconv_fwd's left padding);
+ * then hist takes the last w - 1 rows. */
+static void dconv_step(float *y, const float *x, const float *W, const float *bias,
+		       float *const *hist, const int64_t *pos, int N, int T, int E, int w)
+{
+	for (int s = 0; s < N; s++) {
+		const float *xs = x + (int64_t)s * T * E;
+		float *h = hist[s];
+		for (int t = 0; t < T; t++) {
+			float *yo = y + ((int64_t)s * T + t) * E;
+			for (int c = 0; c < E; c++) {
+				const float *wc = W + (int64_t)c * w;
+				double acc = bias ? bias[c] : 0.0;
+				for (int u = 0; u < w; u++) {
+					int tt = t - (w - 1) + u;   /* row of this call */
+					if (pos[s] + tt < 0)
+						continue;
+					float xv = tt >= 0 ? xs[(int64_t)tt * E + c]
+							   : h[(int64_t)(w - 1 + tt) * E + c];
+					acc += (double)wc[u] * xv;
+				}
+				yo[c] = (float)acc;
+			}
+		}
+		/* the last w - 1 rows of [hist, x] */
+		int keep = w - 1;
+		if (T >= keep) {
+			memcpy(h, xs + (int64_t)(T - keep) * E, sizeof(float) * (size_t)keep * E);
+		} else {
+			memmove(h, h + (int64_t)T * E, sizeof(float) * (size_t)(keep - T) * E);
+			memcpy(h + (int64_t)(keep - T) * E, xs, sizeof(float) * (size_t)T * E);
+		}
+	}
+}
+
+/* A stepped call of causal self attention: project the new rows (and run
+ * Primer's convolutions on them with each sequence's last rows), append
+ * their keys and values to the caches, attend every new query to its
+ * cache, project the result. */
+static void mha_fwd_step(struct dl_node *n, const struct dl_tensor *in,
+			 struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	struct mha_dims D;
+	mha_dims(n, in, &D);
+	struct mha_p p;
+	mha_params(n, D.I[1] != D.E || D.I[2] != D.E, &p);
+	struct mha_ws w;
+	struct att a;
+	mha_att(&a, n, &p, &D, 0);
+	mha_layout(D.N, D.Tq, D.Tk, att_ws_layout(&a, 0, NULL, NULL), D.E,
+		   D.w > 0, ctx->ws, &w);
+	int E = D.E, N = D.N, T = D.Tq, H = D.H, d = D.d;
+	int64_t hw = D.w > 0 ? D.w - 1 : 0;
+	int64_t L = cache_len(n, 2 * E, 3 * hw * E);
+	float *scores = (float *)((char *)ctx->ws + n->ws_bytes) - (size_t)N * H * L;
+	const struct dl_step_call *st = ctx->step;
+	struct dl_xwt_set *xwt = ctx->xwt;
+	for (int t = 0; t < 3; t++) {
+		float *W, *b;
+		mha_wb(n, &p, &D, t, 0, &W, &b);
+		proj_fwd(w.x[t], D.x[t]->data, W, b, N * T, D.I[t], E, xwt);
+		if (D.w > 0) {
+			float *hist[N > 0 ? N : 1];
+			for (int s = 0; s < N; s++)
+				hist[s] = n->step_state + (size_t)(st->row0 + s) * n->step_floats +
+					  2 * L * E + t * hw * E;
+			dconv_step(w.c[t], w.x[t], n->params[p.dw[t]].data,
+				   p.db[t] >= 0 ? n->params[p.db[t]].data : NULL, hist,
+				   st->pos, N, T, E, D.w);
+		}
+	}
+	for (int s = 0; s < N; s++) {
+		float *K = n->step_state + (size_t)(st->row0 + s) * n->step_floats;
+		float *V = K + L * E;
+		int64_t p0 = st->pos[s];
+		memcpy(K + p0 * E, w.c[1] + (int64_t)s * T * E, sizeof(float) * (size_t)T * E);
+		memcpy(V + p0 * E, w.c[2] + (int64_t)s * T * E, sizeof(float) * (size_t)T * E);
+	}
+#pragma omp parallel for collapse(2) if (N * H > 1)
+	for (int s = 0; s < N; s++)
+		for (int h = 0; h < H; h++) {
+			const float *K = n->step_state + (size_t)(st->row0 + s) * n->step_floats;
+			const float *V = K + L * E;
+			int64_t oq = (int64_t)s * T * E + (int64_t)h * d;
+			att_step_fwd(&a, w.c[0] + oq, E, T, st->pos[s], K + h * d, E, V + h * d, E,
+				     w.o + oq, E, scores + ((size_t)s * H + h) * L);
+		}
+	proj_fwd(out->data, w.o, n->params[p.ow].data,
+		 p.ob >= 0 ? n->params[p.ob].data : NULL, N * T, E, E, xwt);
+}
+
 static void mha_fwd(struct dl_node *n, const struct dl_tensor *in,
 		    struct dl_tensor *out, struct dl_ctx *ctx)
 {
+	if (dl_stepping(n, ctx) && n->step_state) {
+		mha_fwd_step(n, in, out, ctx);
+		return;
+	}
 	struct mha_dims D;
 	mha_dims(n, in, &D);
 	struct mha_p p;
@@ -972,6 +1208,7 @@ static const struct dl_op_desc op_mha = {
 	.infer = mha_infer,
 	.forward = mha_fwd,
 	.backward = mha_bwd,
+	.step = mha_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = "in_proj_weight [3E, E] (or q_proj_weight [E, E], k_proj_weight [E, kdim], v_proj_weight [E, vdim]), in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E]; dconv: q_dconv.weight [E, 1, dconv], q_dconv.bias [E], k_dconv.*, v_dconv.*; rel_k [2 relative_positions + 1, E / num_heads]",
 };

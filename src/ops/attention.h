@@ -115,6 +115,15 @@ void att_slice_bwd(const struct att *a, const float *q, int ldq,
 		   int lddk, float *dvv, int lddv, const struct att_ws *w,
 		   const unsigned char *keep);
 
+/* Stepped decoding: o [T, dv] (row stride ldo) for T causal queries q
+ * [T, dq] at positions p0 .. p0 + T - 1, against the keys K and values V
+ * of positions 0 .. p0 + T - 1 (rows ldk, ldv apart), under a's patterns
+ * and relative tables (no masks inputs, no dropout); s: [p0 + T] floats of
+ * scratch. */
+void att_step_fwd(const struct att *a, const float *q, int ldq, int T,
+		  int64_t p0, const float *K, int ldk, const float *V, int ldv,
+		  float *o, int ldo, float *s);
+
 /* ---- the scores alone: one block of queries against one block of keys,
  * no masks, no softmax (attention_decoder) ---- */
 

@@ -1387,3 +1387,77 @@ void dl_score_backward(const struct dl_score *s, const float *q, int ldq,
 		dl_sgemm(1, 0, A, a.dk, Tk, 1.0f, dak, A, k, ldk, 1.0f, a.dW + a.dq, ld);
 	}
 }
+
+/* ---- one stepped slice: queries at absolute positions against a cache ---- */
+
+/* Whether a causal query at position i may see key j <= i under a's
+ * patterns: the union row_keys builds, for keys that are all in the past
+ * (so the sizes of the whole sequence do not enter). */
+static int step_allowed(const struct att *a, int64_t i, int64_t j)
+{
+	if (!a->any)
+		return 1;
+	int64_t B = a->block;
+	if (a->global > 0 && (i < a->global * B || j < a->global * B))
+		return 1;
+	if (a->window >= 0) {
+		int64_t t = i / B - j / B;
+		if (t % a->dilation == 0 && t <= a->window * a->dilation)
+			return 1;
+	}
+	if (a->stride > 0 && (i - j < a->stride || (i - j) % a->stride == 0))
+		return 1;
+	if (a->fixed > 0 &&
+	    (j / a->fixed == i / a->fixed || j % a->fixed >= a->fixed - a->fsum))
+		return 1;
+	return 0;
+}
+
+DL_CLONES void att_step_fwd(const struct att *a, const float *q, int ldq,
+			    int T, int64_t p0, const float *K, int ldk,
+			    const float *V, int ldv, float *o, int ldo, float *s)
+{
+	int dq = a->dq, dv = a->dv;
+	for (int r = 0; r < T; r++) {
+		int64_t i = p0 + r;
+		const float *qi = q + (int64_t)r * ldq;
+		float *oi = o + (int64_t)r * ldo;
+		float m = -INFINITY;
+		for (int64_t j = 0; j <= i; j++) {
+			if (!step_allowed(a, i, j)) {
+				s[j] = -INFINITY;
+				continue;
+			}
+			float v = a->scale * dot(qi, K + j * ldk, dq);
+			if (a->K > 0) {
+				const float *rk = a->relk + (int64_t)rel_index(a, (int)i, (int)j) * dq;
+				double acc = 0.0;
+				for (int e = 0; e < dq; e++)
+					acc += (double)qi[e] * rk[e];
+				v += a->scale * (float)acc;
+			}
+			s[j] = v;
+			if (v > m)
+				m = v;
+		}
+		for (int e = 0; e < dv; e++)
+			oi[e] = 0.0f;
+		if (m == -INFINITY)
+			continue;
+		double sum = 0.0;
+		for (int64_t j = 0; j <= i; j++) {
+			float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - m);
+			s[j] = e;
+			sum += e;
+		}
+		float inv = (float)(1.0 / sum);
+		for (int64_t j = 0; j <= i; j++) {
+			float p = s[j] * inv;
+			if (p == 0.0f)
+				continue;
+			axpy(p, V + j * ldv, oi, dv);
+			if (a->relv)
+				axpy(p, a->relv + (int64_t)rel_index(a, (int)i, (int)j) * dv, oi, dv);
+		}
+	}
+}

@@ -13,6 +13,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "engine/vmath.h"
 #include "ops/attention.h"
 
@@ -265,6 +266,33 @@ DL_CLONES static void scores_softmax(float *al, int S)
 	dl_row_softmax(al, al, S);
 }
 
+/* Stepped: targets on the tokens, the memory fixed; each sequence keeps
+ * its last h (and c for lstm). */
+static int ad_step(struct dl_node *n, const struct dl_shape *in,
+		   const int *in_axis, int *out_axis, int64_t max_len,
+		   struct dl_error *err)
+{
+	(void)in;
+	(void)max_len;
+	if (in_axis[0] != 2)
+		return dl_node_error(err, n, -1,
+			"its targets' steps are not the token positions, so the model cannot be "
+			"decoded step by step");
+	for (int k = 1; k < n->n_in; k++)
+		if (in_axis[k])
+			return dl_node_error(err, n, -1,
+				"its memory or initial state depends on the tokens, so the model "
+				"cannot be decoded step by step");
+	if (n->hp[AD_OUTPUT].i == OUT_LAST)
+		return dl_node_error(err, n, AD_OUTPUT,
+			"its output is its final state, not one value per token, so the model "
+			"cannot be decoded step by step (give output: sequence)");
+	out_axis[0] = 2;
+	n->step_floats = (size_t)(n->hp[AD_CELL].i == CELL_LSTM ? 2 : 1) *
+			 (size_t)n->hp[AD_HIDDEN].i;
+	return 0;
+}
+
 static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 		   struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -283,6 +311,26 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 	const float *bih = n->params[P_BIH].data, *bhh = n->params[P_BHH].data;
 	int N = d.N, T = d.T, H = d.H, S = d.S, Dm = d.Dm, GH = d.GH;
 	memset(s.zero, 0, (size_t)N * H * sizeof(float));
+	/* stepped: each sequence's state (h0, c0 or zeros when it starts)
+	 * gathered into the backward's scratch rows for the first step */
+	float *st = NULL;
+	if (dl_stepping(n, ctx) && n->step_state) {
+		st = n->step_state + (size_t)ctx->step->row0 * n->step_floats;
+		for (int b = 0; b < N; b++) {
+			float *sb = st + (size_t)b * n->step_floats;
+			if (ctx->step->pos[b] == 0) {
+				memcpy(sb, h0 ? h0 + (size_t)b * H : s.zero, (size_t)H * sizeof(float));
+				if (d.lstm)
+					memcpy(sb + H, c0 ? c0 + (size_t)b * H : s.zero,
+					       (size_t)H * sizeof(float));
+			}
+			memcpy(s.dh + (size_t)b * H, sb, (size_t)H * sizeof(float));
+			if (d.lstm)
+				memcpy(s.dc + (size_t)b * H, sb + H, (size_t)H * sizeof(float));
+		}
+		h0 = s.dh;
+		c0 = d.lstm ? s.dc : NULL;
+	}
 	/* the inputs' part of the gates, every step at once */
 	dl_sgemm(0, 1, N * T, GH, d.Dx, 1.0f, x, d.Dx, wih, d.Din, 0.0f, s.xw,
 		 GH);
@@ -341,6 +389,12 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 				}
 			}
 		}
+	}
+	for (int b = 0; st && b < N; b++) {
+		float *sb = st + (size_t)b * n->step_floats;
+		memcpy(sb, hs + ((size_t)b * T + T - 1) * H, (size_t)H * sizeof(float));
+		if (d.lstm)
+			memcpy(sb + H, cs + ((size_t)b * T + T - 1) * H, (size_t)H * sizeof(float));
 	}
 	if (d.out == OUT_SEQUENCE)
 		memcpy(out->data, hs, (size_t)N * T * H * sizeof(float));
@@ -498,6 +552,7 @@ static const struct dl_op_desc op_attention_decoder = {
 	.infer = ad_infer,
 	.forward = ad_fwd,
 	.backward = ad_bwd,
+	.step = ad_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = "cell.weight_ih [G*hidden_size, D_x + D_m], cell.weight_hh [G*hidden_size, hidden_size], cell.bias_ih [G*hidden_size], cell.bias_hh [G*hidden_size] (G = 3 gru, 4 lstm); bilinear: weight [hidden_size, D_m]; additive: w.weight [attention_size, hidden_size + D_m], w2.weight [1, attention_size]",
 };

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "engine/vmath.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
@@ -411,6 +412,7 @@ static const struct dl_op_desc op_add = {
 	.doc = "y = x1 + x2 + ... (broadcast)",
 	.min_in = 2, .max_in = -1,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -420,6 +422,7 @@ static const struct dl_op_desc op_mul = {
 	.doc = "y = x1 * x2 * ... (broadcast)",
 	.min_in = 2, .max_in = -1,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -429,6 +432,7 @@ static const struct dl_op_desc op_sub = {
 	.doc = "y = x1 - x2 (broadcast)",
 	.min_in = 2, .max_in = 2,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -438,6 +442,7 @@ static const struct dl_op_desc op_div = {
 	.doc = "y = x1 / x2 (broadcast)",
 	.min_in = 2, .max_in = 2,
 	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -647,7 +652,7 @@ static void unary_bwd(struct dl_node *n, const struct dl_tensor *in,
 
 /* the fields every unary op shares */
 #define UNARY .min_in = 1, .max_in = 1, .infer = unary_infer, \
-	.forward = unary_fwd, .backward = unary_bwd
+	.forward = unary_fwd, .backward = unary_bwd, .step = dl_step_pointwise
 
 /* y = exp(x) */
 static const struct dl_op_desc op_exp = {

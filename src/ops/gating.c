@@ -9,6 +9,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/stepper.h"
 
 static float *param_data(const struct dl_node *n, const char *name)
 {
@@ -210,6 +211,7 @@ static const struct dl_op_desc op_highway = {
 	.backward = hw_bwd,
 	.params = "transform.weight [D, D], transform.bias [D], gate.weight [D, D], gate.bias [D]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.step = dl_step_rows,
 };
 
 /* ---- spatial gating ---- */

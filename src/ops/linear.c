@@ -9,6 +9,7 @@
 #include "engine/gemm.h"
 #include "engine/fuse.h"
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "engine/xwt.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
@@ -161,6 +162,7 @@ static const struct dl_op_desc op_linear = {
 	.backward = linear_bwd,
 	.params = "weight [out_features, in_features], bias [out_features]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.step = dl_step_rows,
 };
 
 /* ---- matmul ---- */

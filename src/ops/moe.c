@@ -14,6 +14,7 @@
 #include "engine/graph.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "ops/subgraph.h"
 
 enum { HP_E, HP_K, HP_EXPERT, HP_NOISY, HP_BALANCE, N_HP };
@@ -585,6 +586,7 @@ static const struct dl_op_desc moe_op = {
 	.params = "gate.weight [num_experts, D]; noise.weight [num_experts, D] "
 		  "(noisy_gating); experts.I.J.<param> of expert I's entry J",
 	.has_aux_loss = moe_has_aux,
+	.step = dl_step_rows,
 };
 
 const struct dl_op_desc *const dl_ops_moe[] = {&moe_op, NULL};

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "engine/stepper.h"
 #include "ops/spatial.h"
 
 #ifdef _OPENMP
@@ -618,6 +619,21 @@ static void ln_op_backward(struct dl_node *n, const struct dl_tensor *in,
 			   param_data(n, "weight"), stats, stats + R, R, D);
 }
 
+/* Position by position while the token axis is not among the normalized
+ * trailing dimensions. */
+static int ln_step(struct dl_node *n, const struct dl_shape *in,
+		   const int *in_axis, int *out_axis, int64_t max_len,
+		   struct dl_error *err)
+{
+	int rc = dl_step_pointwise(n, in, in_axis, out_axis, max_len, err);
+	int k = n->hp[HL_SHAPE].n > 0 ? n->hp[HL_SHAPE].n : 1;
+	if (rc == 0 && out_axis[0] <= k)
+		return dl_node_error(err, n, HL_SHAPE,
+			"it normalizes over the token positions, so the model cannot be "
+			"decoded step by step");
+	return rc;
+}
+
 /* y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias over the trailing
  * normalized_shape */
 static const struct dl_op_desc layer_norm_op = {
@@ -628,6 +644,7 @@ static const struct dl_op_desc layer_norm_op = {
 	.infer = ln_infer, .forward = ln_op_forward, .backward = ln_op_backward,
 	.params = "weight [normalized_shape], bias [normalized_shape] (elementwise_affine)",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.step = ln_step,
 };
 
 /* ---- group norm and instance norm ---- */

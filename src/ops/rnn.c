@@ -14,6 +14,7 @@
 
 #include "engine/gemm.h"
 #include "engine/op.h"
+#include "engine/stepper.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 
@@ -60,6 +61,9 @@ struct rnn_dims {
 	int S;                /* per-step floats kept per direction: lstm
 	                       * i f g o c (5H), gru r z n hn (4H), rnn 0 */
 	int last, state;      /* output: last, output: state */
+	int h0ld;             /* floats between the samples' h0 (and c0):
+	                       * L*D*H for the inputs, more for a stepped
+	                       * call's state */
 	int bias, drop;       /* drop: dropout between layers (p > 0, L > 1) */
 	double p;
 	/* training: float offsets into ctx->saved */
@@ -89,6 +93,7 @@ static void rnn_dims(const struct dl_node *n, const struct dl_shape *x,
 	r->D = n->hp[HP_BIDIR].i ? 2 : 1;
 	r->G = r->kind == KIND_RNN ? 1 : r->kind == KIND_LSTM ? 4 : 3;
 	r->S = r->kind == KIND_RNN ? 0 : r->kind == KIND_LSTM ? 5 * r->H : 4 * r->H;
+	r->h0ld = r->L * r->D * r->H;
 	r->last = n->hp[HP_OUTPUT].i == OUT_LAST;
 	r->state = n->hp[HP_OUTPUT].i == OUT_STATE;
 	r->bias = (int)n->hp[HP_BIAS].i;
@@ -280,7 +285,7 @@ static const float *h_prev(const struct rnn_dims *r, const float *y,
 {
 	if (first) {
 		if (h0) {
-			*ld = r->D * r->L * r->H;
+			*ld = r->h0ld;
 			return h0 + (size_t)(l * r->D + d) * r->H;
 		}
 		*ld = r->H;
@@ -318,7 +323,7 @@ static void layer_forward(const struct rnn_dims *r, struct dl_node *n, int l,
 				ldc = ta * r->S;
 				cp = a + (size_t)((d ? t + 1 : t - 1) % ta) * r->S + 4 * H;
 			} else if (c0) {
-				ldc = r->D * r->L * H;
+				ldc = r->h0ld;
 				cp = c0 + (size_t)(l * r->D + d) * H;
 			} else {
 				ldc = H;
@@ -406,6 +411,37 @@ static void take_state(const struct rnn_dims *r, int l, int d, const float *y,
 	}
 }
 
+/* Stepped: a one-way rnn over the tokens whose output is the sequence
+ * keeps each sequence's last h (and c) of every layer: [L H] (then [L H]). */
+static int rnn_step(struct dl_node *n, const struct dl_shape *in,
+		    const int *in_axis, int *out_axis, int64_t max_len,
+		    struct dl_error *err)
+{
+	(void)max_len;
+	struct rnn_dims r;
+	rnn_dims(n, &in[0], &r);
+	if (in_axis[0] != 2)
+		return dl_node_error(err, n, -1,
+			"its input's steps are not the token positions, so the model cannot be "
+			"decoded step by step");
+	for (int k = 1; k < n->n_in; k++)
+		if (in_axis[k])
+			return dl_node_error(err, n, -1,
+				"its initial state depends on the tokens, so the model cannot be "
+				"decoded step by step");
+	if (r.D > 1)
+		return dl_node_error(err, n, HP_BIDIR,
+			"it is bidirectional: its backward direction reads later tokens, so "
+			"the model cannot be decoded step by step");
+	if (r.last || r.state)
+		return dl_node_error(err, n, HP_OUTPUT,
+			"its output is its final state, not one value per token, so the model "
+			"cannot be decoded step by step (give output: sequence)");
+	out_axis[0] = 2;
+	n->step_floats = (size_t)(r.kind == KIND_LSTM ? 2 : 1) * (size_t)r.L * r.H;
+	return 0;
+}
+
 static void rnn_fwd(struct dl_node *n, const struct dl_tensor *in,
 		    struct dl_tensor *out, struct dl_ctx *ctx)
 {
@@ -421,6 +457,30 @@ static void rnn_fwd(struct dl_node *n, const struct dl_tensor *in,
 	int DH = r.D * r.H;
 	size_t ntdh = (size_t)r.N * r.T * DH;
 	int drop = r.drop && ctx->train && keep;
+	/* stepped: a sequence that starts takes h0 and c0 (or zeros) into its
+	 * state, and every layer starts from the state and leaves its last
+	 * step there */
+	float *st = NULL;
+	size_t LH = (size_t)r.L * r.H;
+	if (dl_stepping(n, ctx) && n->step_state) {
+		st = n->step_state + (size_t)ctx->step->row0 * n->step_floats;
+		for (int i = 0; i < r.N; i++) {
+			if (ctx->step->pos[i] != 0)
+				continue;
+			float *si = st + (size_t)i * n->step_floats;
+			if (h0)
+				memcpy(si, h0 + (size_t)i * LH, LH * sizeof(float));
+			else
+				memset(si, 0, LH * sizeof(float));
+			if (r.kind == KIND_LSTM && c0)
+				memcpy(si + LH, c0 + (size_t)i * LH, LH * sizeof(float));
+			else if (r.kind == KIND_LSTM)
+				memset(si + LH, 0, LH * sizeof(float));
+		}
+		h0 = st;
+		c0 = r.kind == KIND_LSTM ? st + LH : NULL;
+		r.h0ld = (int)n->step_floats;
+	}
 	float scale = r.p < 1.0 ? (float)(1.0 / (1.0 - r.p)) : 0.0f;
 	memset(s.zero, 0, (size_t)r.N * r.H * sizeof(float));
 	const float *x = in[0].data;
@@ -449,6 +509,14 @@ static void rnn_fwd(struct dl_node *n, const struct dl_tensor *in,
 				   : (float *)store + r.ca;
 			int ta = keep ? r.T : 2;
 			layer_forward(&r, n, l, d, x, width, y, a, ta, h0, c0, &s);
+			for (int i = 0; st && i < r.N; i++) {
+				float *si = st + (size_t)i * n->step_floats + (size_t)l * r.H;
+				memcpy(si, y + ((size_t)i * r.T + r.T - 1) * DH,
+				       (size_t)r.H * sizeof(float));
+				if (r.kind == KIND_LSTM)
+					memcpy(si + LH, a + ((size_t)i * ta + (r.T - 1) % ta) * r.S + 4 * r.H,
+					       (size_t)r.H * sizeof(float));
+			}
 			if (r.state)
 				take_state(&r, l, d, y, a, ta, out[0].data,
 					   r.kind == KIND_LSTM ? out[1].data : NULL);
@@ -509,7 +577,7 @@ static void layer_backward(const struct rnn_dims *r, struct dl_node *n, int l,
 				ldc = T * r->S;
 				cp = a + (size_t)(d ? t + 1 : t - 1) * r->S + 4 * H;
 			} else if (c0) {
-				ldc = r->D * r->L * H;
+				ldc = r->h0ld;
 				cp = c0 + (size_t)(l * r->D + d) * H;
 			} else {
 				ldc = H;
@@ -711,6 +779,7 @@ static const struct dl_op_desc op_rnn = {
 	.infer = rnn_infer,
 	.forward = rnn_fwd,
 	.backward = rnn_bwd,
+	.step = rnn_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = RNN_PARAMS(""),
 };
@@ -731,6 +800,7 @@ static const struct dl_op_desc op_lstm = {
 	.infer = rnn_infer,
 	.forward = rnn_fwd,
 	.backward = rnn_bwd,
+	.step = rnn_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = RNN_PARAMS("4*"),
 	.n_outputs = lstm_n_outputs,
@@ -748,6 +818,7 @@ static const struct dl_op_desc op_gru = {
 	.infer = rnn_infer,
 	.forward = rnn_fwd,
 	.backward = rnn_bwd,
+	.step = rnn_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = RNN_PARAMS("3*"),
 };

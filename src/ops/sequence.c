@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "engine/stepper.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 
@@ -129,6 +130,20 @@ static void emb_bwd(struct dl_node *n, const struct dl_tensor *in,
 			   n->hp[EMB_DIM].i, emb_pad(n));
 }
 
+/* Position by position: the output's token axis is the ids' one, counted
+ * from the end past the new vector dimension. */
+static int emb_step(struct dl_node *n, const struct dl_shape *in,
+		    const int *in_axis, int *out_axis, int64_t max_len,
+		    struct dl_error *err)
+{
+	(void)in;
+	(void)max_len;
+	(void)err;
+	out_axis[0] = in_axis[0] + 1;
+	n->step_floats = 0;
+	return 0;
+}
+
 /* y[..., :] = weight[id]: nn.Embedding; weight [num_embeddings,
  * embedding_dim] ~ N(0, 1); ids out of range give zeros, the padding_idx
  * row gets no gradient */
@@ -141,7 +156,8 @@ static const struct dl_op_desc op_embedding = {
 	.forward = emb_fwd,
 	.backward = emb_bwd,
 	.params = "weight [num_embeddings, embedding_dim]",
-	.flags = DL_OP_BWD_NO_OUTPUT,
+	.flags = DL_OP_BWD_NO_OUTPUT | DL_OP_IDS,
+	.step = emb_step,
 };
 
 /* ---- positional encoding ---- */
@@ -283,9 +299,69 @@ static int pe_infer(struct dl_node *n, const struct dl_shape *in,
 	return 0;
 }
 
+/* A stepped call: sequence i's new positions start at pos[i], so each
+ * sample adds the rows of the table from there (the table, max_len rows
+ * when learned; sinusoidal rows are computed for the call's positions). */
+static void pe_fwd_step(struct dl_node *n, const struct dl_tensor *in,
+			struct dl_tensor *out, struct dl_ctx *ctx)
+{
+	const struct dl_shape *x = &in[0].shape;
+	int64_t N = x->d[0], T = x->d[1], D = x->d[2], E = pe_channels(n, D);
+	int learned = n->hp[PE_KIND].i == PE_LEARNED;
+	int concat = n->hp[PE_MODE].i == PE_CONCAT;
+	for (int64_t b = 0; b < N; b++) {
+		int64_t p0 = ctx->step->pos[b];
+		const float *pe;
+		if (learned) {
+			pe = n->params[0].data + p0 * E;
+		} else {
+			/* rows p0 .. p0 + T - 1 of the table, as sinusoid_table */
+			float *t = ctx->ws;
+			for (int64_t d = 0; d < E; d++) {
+				double inv = pow(n->hp[PE_BASE].f, -(double)(d - d % 2) / (double)E);
+				for (int64_t r = 0; r < T; r++) {
+					double a = (double)(p0 + r) * inv;
+					t[r * E + d] = (float)(d % 2 ? cos(a) : sin(a));
+				}
+			}
+			pe = t;
+		}
+		if (concat)
+			posenc_concat_forward(out->data + b * T * (D + E), in[0].data + b * T * D,
+					      pe, 1, T, D, E);
+		else
+			posenc_forward(out->data + b * T * D, in[0].data + b * T * D, pe, 1, T, D);
+	}
+}
+
+/* Positions continue at each sequence's offset; a learned table (or a
+ * given max_len) bounds how far. */
+static int pe_step(struct dl_node *n, const struct dl_shape *in,
+		   const int *in_axis, int *out_axis, int64_t max_len,
+		   struct dl_error *err)
+{
+	(void)in;
+	if (in_axis[0] != 2)
+		return dl_node_error(err, n, -1,
+			"its input's positions are not the token positions, so the model "
+			"cannot be decoded step by step");
+	if (n->hp[PE_MAX].set && max_len > n->hp[PE_MAX].i)
+		return dl_node_error(err, n, PE_MAX,
+			"decoding keeps %lld positions but max_len is %lld (give a context "
+			"of at most max_len)", (long long)max_len,
+			(long long)n->hp[PE_MAX].i);
+	out_axis[0] = 2;
+	n->step_floats = 0;
+	return 0;
+}
+
 static void pe_fwd(struct dl_node *n, const struct dl_tensor *in,
 		   struct dl_tensor *out, struct dl_ctx *ctx)
 {
+	if (dl_stepping(n, ctx)) {
+		pe_fwd_step(n, in, out, ctx);
+		return;
+	}
 	const struct dl_shape *x = &in[0].shape;
 	int64_t N = x->d[0], T = x->d[1], D = x->d[2], E = pe_channels(n, D);
 	const float *pe;
@@ -329,6 +405,7 @@ static const struct dl_op_desc op_positional_encoding = {
 	.params = "weight [max_len, dim] (kind: learned; dim defaults to D)",
 	/* not DL_OP_INPLACE_OK: with mode: concat the output is larger */
 	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+	.step = pe_step,
 };
 
 const struct dl_op_desc *const dl_ops_sequence[] = {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "engine/stepper.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 
@@ -700,6 +701,7 @@ static const struct dl_op_desc op_identity = {
 	.min_in = 1, .max_in = 1,
 	.infer = identity_infer, .forward = copy_fwd, .backward = copy_bwd,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
+	.step = dl_step_pointwise,
 };
 
 /* y = x.flatten(start_dim, end_dim) */

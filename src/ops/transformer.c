@@ -20,6 +20,7 @@
 #include "engine/graph.h"
 #include "engine/op.h"
 #include "ops/subgraph.h"
+#include "engine/stepper.h"
 
 enum {
 	HP_DMODEL, HP_NHEAD, HP_FF, HP_DROPOUT, HP_ACT, HP_EPS, HP_BATCH_FIRST,
@@ -267,6 +268,19 @@ static void tf_backward(struct dl_node *n, const struct dl_tensor *in,
 	dl_graph_backward(g, douts, din, &sub);
 }
 
+/* Stepped as its inner graph is: the self attention keeps its cache, the
+ * rest runs position by position. */
+static int tf_step(struct dl_node *n, const struct dl_shape *in,
+		   const int *in_axis, int *out_axis, int64_t max_len,
+		   struct dl_error *err)
+{
+	(void)in;
+	struct dl_graph *g = layer(n);
+	if (!g)
+		return dl_node_error(err, n, -1, "no inner graph to step");
+	return dl_graph_step_analyse(g, in_axis, max_len, out_axis, err);
+}
+
 /* x = norm1(x + dropout1(self_attn(x))); x = norm2(x + dropout2(linear2(
  * dropout(activation(linear1(x)))))); norm_first: x + block(norm(x)) */
 static const struct dl_op_desc encoder_op = {
@@ -275,6 +289,7 @@ static const struct dl_op_desc encoder_op = {
 	.min_in = 1, .max_in = 2,
 	.hp = tf_hp, .n_hp = N_HP,
 	.infer = tf_infer, .forward = tf_forward, .backward = tf_backward,
+	.step = tf_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = "self_attn.* (multihead_attention), linear1.*, linear2.*, norm1.*, norm2.*",
 };
@@ -287,6 +302,7 @@ static const struct dl_op_desc decoder_op = {
 	.min_in = 2, .max_in = 3,
 	.hp = tf_hp, .n_hp = N_HP,
 	.infer = tf_infer, .forward = tf_forward, .backward = tf_backward,
+	.step = tf_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
 	.params = "self_attn.*, multihead_attn.*, linear1.*, linear2.*, norm1.*, norm2.*, norm3.*",
 };
