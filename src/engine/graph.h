@@ -157,7 +157,12 @@ struct dl_graph {
 	void (*bind_free)(void *bind);
 	int n_ignore_keys;           /* `ignore_keys:` globs of weights-file */
 	char **ignore_keys;          /* keys the model does not use */
+	struct dl_vocab *vocab;      /* `vocab:` (model/vocab.h), or NULL */
 };
+
+/* Defined in model/vocab.c; dl_graph_free calls it. */
+struct dl_vocab;
+void dl_vocab_free(struct dl_vocab *v);
 
 /* Frees everything the graph owns; NULL-safe. */
 void dl_graph_free(struct dl_graph *g);

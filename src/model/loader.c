@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model/hparams.h"
 #include "model/yamlutil.h"
+#include "model/vocab.h"
 #include "ops/registry.h"
 
 #define MAX_NESTING 64
@@ -78,7 +79,7 @@ struct loader {
 
 static const char *const top_keys[] = {
 	"name", "inputs", "outputs", "weights", "blocks", "layers", "train",
-	"ignore_keys", NULL};
+	"ignore_keys", "vocab", NULL};
 static const char *const train_keys[] = {
 	"epochs", "batch_size", "lr", "optimizer", "loss", "momentum",
 	"dampening", "nesterov", "weight_decay", "betas", "eps",
@@ -1539,7 +1540,10 @@ static int parse(struct loader *L)
 	yaml_node_t *layers = map_get(L, root, "layers", &k_layers);
 	yaml_node_t *train = map_get(L, root, "train", NULL);
 	yaml_node_t *ignore = map_get(L, root, "ignore_keys", NULL);
+	yaml_node_t *vocab = map_get(L, root, "vocab", NULL);
 	if (ignore && (rc = parse_ignore_keys(L, ignore)) != 0)
+		return rc;
+	if (vocab && (rc = dl_vocab_parse(&g->vocab, L->file, &L->doc, vocab, L->err)) != 0)
 		return rc;
 	if (name) {
 		if (!str(name))
@@ -1964,6 +1968,8 @@ int dl_model_load_buffer(struct dl_graph **out, const char *path,
 		}
 		if (rc == 0)
 			rc = dl_graph_infer(L.g, ins, err);
+		if (rc == 0)
+			rc = dl_vocab_check_output(L.g, 0, err);
 		if (ins != in)
 			free(ins);
 		if (rc) {
