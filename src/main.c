@@ -10,7 +10,7 @@
 
 static const struct verb *const verbs[] = {
 	&verb_infer, &verb_train, &verb_gradcheck, &verb_init, &verb_summary,
-	&verb_bench, &verb_draw, &verb_ops, &verb_import, NULL,
+	&verb_bench, &verb_draw, &verb_ops, &verb_import, &verb_plot, NULL,
 };
 
 static void usage(FILE *f)
