@@ -540,7 +540,7 @@ static int check_keys(struct loader *L, yaml_node_t *map, const char *what,
 		if (ok)
 			continue;
 		const char *sug = dl_suggest(s, allowed);
-		char list[256] = "";
+		char list[512] = "";   /* train: has some 35 keys */
 		size_t used = 0;
 		for (const char *const *a = allowed; *a && used < sizeof list; a++)
 			used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
