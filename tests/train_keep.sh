@@ -239,8 +239,8 @@ t_resume() {
 }
 check "resume with --keep-best --early-stopping: the uninterrupted run's bytes" \
 	t_resume kb --keep-best --early-stopping 3 --monitor val_accuracy
-check "resume with --lr-schedule plateau: the uninterrupted run's bytes" \
-	t_resume pl --lr-schedule plateau --patience 0 --factor 0.5
+check "resume with --lr-schedule plateau, --log-every: the uninterrupted run's bytes" \
+	t_resume pl --lr-schedule plateau --patience 0 --factor 0.5 --log-every 35
 
 # t_resume_refused FLAG VALUE: resuming with it changed: exit 2 naming it
 t_resume_refused() {

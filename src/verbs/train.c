@@ -721,9 +721,10 @@ static void finish_monitor(struct run *R)
 	const char *what = dl_monitor_name(m->kind);
 	if (m->stop && R->dist.rank == 0) {
 		fprintf(stderr, "early stopping at epoch %lld: %s has not improved by more than "
-			"%g for %lld epochs (best %g at epoch %lld)\n",
+			"%g for %lld epoch%s (best %g at epoch %lld)\n",
 			(long long)R->t.pos.epoch, what, m->min_delta,
-			(long long)m->early_stopping, m->best, (long long)m->best_epoch);
+			(long long)m->early_stopping, m->early_stopping == 1 ? "" : "s", m->best,
+			(long long)m->best_epoch);
 	}
 	if (m->keep_best && m->best_epoch > 0) {
 		memcpy(R->g->param_block, m->best_state, m->n * sizeof *m->best_state);
