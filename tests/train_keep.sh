@@ -344,5 +344,11 @@ check "--keep-checkpoints without {step}/{epoch}: exit 2" t_bad_train \
 	"--keep-checkpoints" "{step}" -- "$model" $base --checkpoint "$tmp/ck.st" \
 	--checkpoint-every 5 --keep-checkpoints 2
 check "--log-every 0: exit 2" t_bad_train "--log-every" -- "$model" $base --log-every 0
+check "--patience without the plateau schedule: exit 2" t_bad_train "--patience" \
+	"--early-stopping N" -- "$model" $base --patience 3
+check "--monitor without anything monitoring: exit 2" t_bad_train "--monitor" -- \
+	"$model" $base --monitor val_accuracy
+check "--log-every without --log: exit 2" t_bad_train "--log-every" "--log PATH" -- \
+	"$model" $base --log-every 5
 
 done_testing

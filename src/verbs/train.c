@@ -35,6 +35,8 @@ struct cfg {
 	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
 	/* choosing what to keep (train/monitor.h) */
 	int keep_best;
+	const char *needs_plateau, *needs_monitor, *needs_log; /* such a flag
+	                                * given on the command line, or NULL */
 	const char *monitor;
 	long long early_stopping, patience, log_every, keep_checkpoints;
 	double min_delta, factor;
@@ -192,6 +194,36 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 		return 0;
 	}
 	return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s' (true or false)", where, shown, val);
+}
+
+/* Flags that mean nothing without another: remembered when given on the
+ * command line (a model's train: mapping may hold them for when it is
+ * used), checked by check_dependent. */
+static void note_dependent(struct cfg *c, const char *name)
+{
+	if (strcmp(name, "factor") == 0 || strcmp(name, "patience") == 0)
+		c->needs_plateau = name;
+	else if (strcmp(name, "monitor") == 0 || strcmp(name, "min-delta") == 0)
+		c->needs_monitor = name;
+	else if (strcmp(name, "log-every") == 0)
+		c->needs_log = name;
+}
+
+static int check_dependent(const struct cfg *c, struct dl_error *err)
+{
+	if (c->needs_plateau && strcmp(c->schedule, "plateau") != 0)
+		return dl_error_set(err, DL_EINPUT, "train: --%s goes with --lr-schedule plateau "
+				    "(the schedule is %s)%s", c->needs_plateau, c->schedule,
+				    strcmp(c->needs_plateau, "patience") == 0 ?
+				    "; early stopping's patience is --early-stopping N" : "");
+	if (c->needs_monitor && !c->keep_best && !c->early_stopping &&
+	    strcmp(c->schedule, "plateau") != 0)
+		return dl_error_set(err, DL_EINPUT, "train: --%s goes with --keep-best, "
+				    "--early-stopping N or --lr-schedule plateau", c->needs_monitor);
+	if (c->needs_log && !c->log)
+		return dl_error_set(err, DL_EINPUT, "train: --%s goes with --log PATH",
+				    c->needs_log);
+	return 0;
 }
 
 /* The model's train: defaults, keys with underscores. */
@@ -917,6 +949,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		switch (ch) {
 		case 0:
 			rc = set_option(c, opts[idx].name, optarg, "train: ", err);
+			note_dependent(c, opts[idx].name);
 			break;
 		case 'w':
 			c->w = optarg;
@@ -953,6 +986,8 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 			break;
 		}
 	}
+	if (rc == 0)
+		rc = check_dependent(c, err);
 	if (rc == 0)
 		rc = record_run(&R, err);
 	if (rc == 0)
