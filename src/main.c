@@ -10,7 +10,8 @@
 
 static const struct verb *const verbs[] = {
 	&verb_infer, &verb_train, &verb_gradcheck, &verb_init, &verb_summary,
-	&verb_bench, &verb_draw, &verb_ops, &verb_import, &verb_generate, NULL,
+	&verb_bench, &verb_draw, &verb_ops, &verb_import, &verb_generate, &verb_plot,
+	NULL,
 };
 
 static void usage(FILE *f)

@@ -86,7 +86,9 @@ static const char *const train_keys[] = {
 	"clip_grad_norm", "lr_schedule", "step_size", "gamma", "min_lr",
 	"warmup", "seed", "shuffle", "ignore_index", "val_split",
 	"checkpoint_every", "loss_output", "threads", "max_memory", "ignore_extra",
-	"sync_batch_norm", NULL};
+	"sync_batch_norm",
+	"keep_best", "monitor", "early_stopping", "min_delta", "factor", "patience",
+	"log_every", "keep_checkpoints", NULL};
 
 static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -539,7 +541,7 @@ static int check_keys(struct loader *L, yaml_node_t *map, const char *what,
 		if (ok)
 			continue;
 		const char *sug = dl_suggest(s, allowed);
-		char list[256] = "";
+		char list[512] = "";   /* train: has some 35 keys */
 		size_t used = 0;
 		for (const char *const *a = allowed; *a && used < sizeof list; a++)
 			used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",

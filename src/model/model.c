@@ -125,10 +125,10 @@ int dl_model_infer_spec_fill(struct dl_graph *g, const char *const *specs,
 }
 
 /* Tensors a weights file may hold beyond the model's: PyTorch's batch
- * counters, and a checkpoint's optimizer state. */
+ * counters, and a checkpoint's optimizer state and best epoch's state. */
 static int ignored_extra(const char *name)
 {
-	if (strncmp(name, "__optim__.", 10) == 0)
+	if (strncmp(name, "__optim__.", 10) == 0 || strncmp(name, "__best__.", 9) == 0)
 		return 1;
 	const char *suffix = "num_batches_tracked";
 	size_t l = strlen(name), s = strlen(suffix);

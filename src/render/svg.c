@@ -38,23 +38,14 @@
 #define C_FRAME "#555555"
 #define C_GROUP "#b0b0b0"
 
-/* ---- a growing string ---- */
+/* ---- a growing string (struct dl_svg_buf, svg.h) ---- */
 
-struct buf {
-	char *s;
-	size_t n, cap;
-	int oom;
-};
-
-static void bprintf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void bprintf(struct buf *b, const char *fmt, ...)
+static void bvprintf(struct dl_svg_buf *b, const char *fmt, va_list ap0)
 {
 	while (!b->oom) {
 		size_t room = b->cap - b->n;
 		va_list ap;
-		va_start(ap, fmt);
+		va_copy(ap, ap0);
 		int k = vsnprintf(b->s ? b->s + b->n : NULL, room, fmt, ap);
 		va_end(ap);
 		if (k < 0) {
@@ -78,6 +69,25 @@ static void bprintf(struct buf *b, const char *fmt, ...)
 	}
 }
 
+static void bprintf(struct dl_svg_buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void bprintf(struct dl_svg_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bvprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+void dl_svg_printf(struct dl_svg_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	bvprintf(b, fmt, ap);
+	va_end(ap);
+}
+
 /* Length of the valid UTF-8 sequence at p, or 0. */
 static int utf8_len(const unsigned char *p)
 {
@@ -94,7 +104,7 @@ static int utf8_len(const unsigned char *p)
 /* s as XML character data: markup escaped, bytes that are not valid
  * UTF-8 or not allowed in XML 1.0 replaced by '?' (file names may hold
  * anything). */
-static void bescape(struct buf *b, const char *s)
+static void bescape(struct dl_svg_buf *b, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	while (*p) {
@@ -147,6 +157,16 @@ static double text_w(const char *s, double size)
 	return w / 1000.0 * size;
 }
 
+void dl_svg_escape(struct dl_svg_buf *b, const char *s)
+{
+	bescape(b, s);
+}
+
+double dl_svg_text_width(const char *s, double size)
+{
+	return text_w(s, size);
+}
+
 /* ---- the drawing ---- */
 
 struct pt {
@@ -171,7 +191,7 @@ struct draw {
 	const struct dl_graph *g;
 	int emit;              /* 0 while measuring: nothing is recorded */
 	int labels;            /* shape labels (not in a side column) */
-	struct buf back, mid, front; /* frames; arrows; boxes and text */
+	struct dl_svg_buf back, mid, front; /* frames; arrows; boxes and text */
 	struct rect *occ;      /* everything drawn, for routing and bounds */
 	int n_occ, cap_occ;
 	struct pt *src;        /* [n_values]: where a value leaves its box */
@@ -290,7 +310,7 @@ static void axis_arrow(struct draw *D, double y0, double y1)
 }
 
 /* A polyline with rounded corners; an arrowhead at the end when `arrow`. */
-static void path(struct buf *b, const double *x, const double *y, int n,
+static void path(struct dl_svg_buf *b, const double *x, const double *y, int n,
 		 int arrow, const char *extra)
 {
 	bprintf(b, "<path d=\"M%.1f,%.1f", x[0], y[0]);
@@ -315,7 +335,7 @@ static void path(struct buf *b, const double *x, const double *y, int n,
 		arrow ? " marker-end=\"url(#arrow)\"" : "", extra ? extra : "");
 }
 
-static void dot(struct buf *b, double x, double y)
+static void dot(struct dl_svg_buf *b, double x, double y)
 {
 	bprintf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"" C_LINE "\"/>\n", x, y);
 }
@@ -491,7 +511,7 @@ static void side_text(const struct dl_node *n, const char *name, int max_lines,
 }
 
 /* Writes the side text at x, its lines centred on height yc. */
-static void side_text_emit(struct buf *b, const struct side_text *t, double x,
+static void side_text_emit(struct dl_svg_buf *b, const struct side_text *t, double x,
 			   double yc)
 {
 	for (int line = 0; line < t->lines; line++) {
@@ -1199,7 +1219,7 @@ static int render(struct draw *D, char **svg, size_t *len)
 	double y0 = top - MARGIN;
 	y1 += MARGIN;
 
-	struct buf out = {0};
+	struct dl_svg_buf out = {0};
 	bprintf(&out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 		"viewBox=\"%.1f %.1f %.1f %.1f\" font-family=\"DejaVu Sans, Helvetica, "

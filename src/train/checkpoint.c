@@ -15,12 +15,13 @@
 
 int dl_checkpoint_save(const char *path, struct dl_graph *g,
 		       const struct dl_optim *o, const struct dl_train_pos *pos,
-		       struct dl_error *err)
+		       const struct dl_ckpt_extra *x, struct dl_error *err)
 {
 	int count = 0;
 	for (int i = 0; i < g->n_nodes; i++)
 		count += g->nodes[i].n_params;
-	struct dl_st_entry *e = calloc((size_t)count + 2, sizeof *e);
+	int n_xt = x ? x->n_t : 0, n_xm = x ? x->n_meta : 0;
+	struct dl_st_entry *e = calloc((size_t)count + 2 + (size_t)n_xt, sizeof *e);
 	char **keys = calloc((size_t)count + 1, sizeof *keys);
 	int rc = 0, c = 0;
 	if (!e || !keys)
@@ -43,6 +44,8 @@ int dl_checkpoint_save(const char *path, struct dl_graph *g,
 		e[c++] = (struct dl_st_entry){"__optim__.m", {1, {n}}, o->m, NULL};
 	if (o->v)
 		e[c++] = (struct dl_st_entry){"__optim__.v", {1, {n}}, o->v, NULL};
+	for (int i = 0; e && i < n_xt; i++)
+		e[c++] = x->t[i];
 	char v[N_META][40];
 	snprintf(v[0], 40, "%" PRId64, pos->step);
 	snprintf(v[1], 40, "%" PRId64, pos->epoch);
@@ -67,13 +70,45 @@ int dl_checkpoint_save(const char *path, struct dl_graph *g,
 		"rng_has_spare", v[7], "rng_spare", v[8], "optim_step", v[9],
 		"epoch_loss", w[0], "epoch_aux", w[1], "epoch_seen", w[2],
 		"log_bytes", w[3]};
-	if (rc == 0)
-		rc = dl_st_write(path, e, c, meta, (int)(sizeof meta / sizeof *meta / 2), err);
+	int n_meta = (int)(sizeof meta / sizeof *meta / 2);
+	const char **all = calloc((size_t)(n_meta + n_xm) * 2 + 1, sizeof *all);
+	if (!all && rc == 0)
+		rc = dl_error_set(err, DL_ERUN, "out of memory");
+	if (rc == 0) {
+		memcpy(all, meta, sizeof meta);
+		for (int i = 0; i < 2 * n_xm; i++)
+			all[2 * n_meta + i] = x->meta[i];
+		rc = dl_st_write(path, e, c, all, n_meta + n_xm, err);
+	}
+	free(all);
 	for (int i = 0; keys && i < count; i++)
 		free(keys[i]);
 	free(keys);
 	free(e);
 	return rc;
+}
+
+int dl_checkpoint_check_run(const struct dl_safetensors *st, const char *const *meta,
+			    int n_meta, struct dl_error *err)
+{
+	for (int i = 0; i < n_meta; i++) {
+		const char *name = meta[2 * i], *now = meta[2 * i + 1];
+		const char *key = strncmp(name, "run.", 4) == 0 ? name + 4 : name;
+		const char *then = dl_st_meta(st, name);
+		if (!then || strcmp(then, now) == 0)
+			continue;   /* the same, or a checkpoint that did not record it */
+		if (strcmp(key, "model") == 0)
+			return dl_error_set(err, DL_EINPUT, "train: the model file differs from the "
+					    "one of the run that wrote %s; --resume continues that "
+					    "run, with the same model and flags (only --epochs may "
+					    "change)", st->path);
+		return dl_error_set(err, DL_EINPUT, "train: --%s %s differs from the run that "
+				    "wrote %s (--%s %s); --resume continues that run, with the "
+				    "same model and flags (only --epochs may change)",
+				    key, *now ? now : "(none)", st->path, key,
+				    *then ? then : "(none)");
+	}
+	return 0;
 }
 
 static int meta_u64(const struct dl_safetensors *st, const char *key, int hex,

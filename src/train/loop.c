@@ -3,10 +3,12 @@
  * dl_train_step per batch; validation after each epoch. */
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "io/safetensors.h"
 #include "train/loop.h"
 
 static double now(void)
@@ -137,6 +139,71 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 	return 0;
 }
 
+/* path with {step} and {epoch} replaced for the checkpoint after the
+ * given step (epoch: the 1-based epoch that step belongs to), in a
+ * malloc()ed string; NULL when out of memory. */
+static char *expand_path(const char *path, int64_t step, int64_t n_batches)
+{
+	int64_t epoch = step > 0 ? (step - 1) / n_batches + 1 : 0;
+	size_t len = strlen(path) + 1;
+	for (const char *p = path; (p = strchr(p, '{')); p++)
+		len += 24;
+	char *s = malloc(len), *o = s;
+	if (!s)
+		return NULL;
+	for (const char *p = path; *p;) {
+		if (strncmp(p, "{step}", 6) == 0) {
+			o += sprintf(o, "%lld", (long long)step);
+			p += 6;
+		} else if (strncmp(p, "{epoch}", 7) == 0) {
+			o += sprintf(o, "%lld", (long long)epoch);
+			p += 7;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	return s;
+}
+
+int dl_checkpoint_path_has_fields(const char *path)
+{
+	return path && (strstr(path, "{step}") || strstr(path, "{epoch}"));
+}
+
+/* --keep-checkpoints K after the checkpoint of step: walks back over the
+ * regular checkpoints (every ckpt_every steps) and deletes the file that
+ * has just become the (K+1)-th newest. Needs no list, so it works the
+ * same in a resumed run. */
+static void prune_checkpoints(struct dl_trainer *t, int64_t step, const char *newest)
+{
+	int64_t every = t->ckpt_every, k = t->keep_checkpoints;
+	if (k <= 0 || every <= 0 || !dl_checkpoint_path_has_fields(t->checkpoint))
+		return;
+	int64_t s = step / every * every;
+	char *prev = strdup(newest);
+	int distinct = 1;
+	if (s == step)
+		s -= every;
+	for (; prev && s > 0; s -= every) {
+		char *p = expand_path(t->checkpoint, s, t->n_batches);
+		if (!p)
+			break;
+		if (strcmp(p, prev) != 0) {
+			if (++distinct > k) {
+				remove(p);   /* gone already: nothing to do */
+				free(p);
+				break;
+			}
+			free(prev);
+			prev = p;
+		} else {
+			free(p);
+		}
+	}
+	free(prev);
+}
+
 /* The checkpoint after the step just taken: the batch counts as done,
  * and at an epoch's last batch the position stays in that epoch (all its
  * batches done), so a resumed run still writes the epoch's report, with
@@ -146,7 +213,34 @@ static int save_checkpoint(struct dl_trainer *t, struct dl_error *err)
 	struct dl_train_pos p = t->pos;
 	p.batch++;
 	p.log_bytes = t->log_bytes ? t->log_bytes(t->user) : -1;
-	return dl_checkpoint_save(t->checkpoint, t->g, &t->opt, &p, err);
+	/* the run's flags and the monitor's state as metadata */
+	const char *mkeys[DL_MONITOR_META];
+	char mvals[DL_MONITOR_META][40];
+	int nm = dl_monitor_meta(&t->mon, mkeys, mvals);
+	const char **meta = calloc((size_t)(t->n_run_meta + nm) * 2 + 1, sizeof *meta);
+	char *path = expand_path(t->checkpoint, t->pos.step, t->n_batches);
+	if (!meta || !path) {
+		free(meta);
+		free(path);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	for (int i = 0; i < 2 * t->n_run_meta; i++)
+		meta[i] = t->run_meta[i];
+	for (int i = 0; i < nm; i++) {
+		meta[2 * (t->n_run_meta + i)] = mkeys[i];
+		meta[2 * (t->n_run_meta + i) + 1] = mvals[i];
+	}
+	struct dl_st_entry best = {"__best__.state", {1, {(int64_t)t->mon.n}},
+				   t->mon.best_state, NULL};
+	struct dl_ckpt_extra x = {meta, t->n_run_meta + nm, &best,
+				  t->mon.best_state && t->mon.best_epoch > 0};
+	int rc = dl_checkpoint_save(path, t->g, &t->opt, &p, &x, err);
+	free(meta);
+	if (rc == 0)
+		prune_checkpoints(t, t->pos.step, path);
+	free(t->ckpt_path);
+	t->ckpt_path = path;
+	return rc;
 }
 
 /* A signal asked the run to stop after the step just taken: the
@@ -168,7 +262,7 @@ static int stopped(struct dl_trainer *t, struct dl_error *err)
 	return dl_error_set(err, DL_ESIGNAL - sig, "train: stopped by %s after step "
 			    "%lld; checkpoint written to %s (continue with --resume %s "
 			    "and the same other flags)", name, (long long)t->pos.step,
-			    t->checkpoint, t->checkpoint);
+			    t->ckpt_path, t->ckpt_path);
 }
 
 int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
@@ -234,7 +328,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				struct dl_batch_report r = {t->pos.epoch, t->pos.batch + 1, nb,
 							    sum / (double)seen, rate,
 							    rate > 0 ? (double)left / rate : 0,
-							    t->step.has_aux, bsum / (double)seen};
+							    t->step.has_aux, bsum / (double)seen,
+							    t->pos.step, loss, lr};
 				t->on_batch(t->user, &r);
 			}
 			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0 &&
@@ -258,8 +353,57 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			t->on_epoch(t->user, &r);
 		t->pos.ep_loss = t->pos.ep_aux = 0;
 		t->pos.ep_seen = 0;
+		if (dl_monitor_active(&t->mon)) {
+			double v = t->mon.kind == DL_MONITOR_VAL_ACCURACY ? r.val_accuracy : r.val_loss;
+			dl_monitor_epoch(&t->mon, r.epoch, v, t->g->param_block);
+			if (t->mon.plateau)
+				t->sched.lr = t->mon.p.lr;   /* for the next epoch */
+			if (t->mon.stop) {
+				t->pos.epoch++;
+				t->pos.batch = 0;
+				return 0;
+			}
+		}
 	}
 	return 0;
+}
+
+/* Monitoring needs validation data, and val_accuracy a classification
+ * loss; the message names the flag that asked for it. */
+static int check_monitor(struct dl_trainer *t, struct dl_error *err)
+{
+	struct dl_monitor *m = &t->mon;
+	if (!dl_monitor_active(m))
+		return 0;
+	const char *flag = m->keep_best ? "--keep-best" : m->early_stopping > 0 ?
+		"--early-stopping" : "--lr-schedule plateau";
+	const char *what = dl_monitor_name(m->kind);
+	if (!t->val || t->val->n == 0)
+		return dl_error_set(err, DL_EINPUT, "train: %s monitors %s, which needs validation "
+				    "data (--val-data X --val-labels Y, --val-split F, or "
+				    "<input>_val and y_val in the .npz)", flag, what);
+	if (m->kind == DL_MONITOR_VAL_ACCURACY && !classifies(t->step.loss))
+		return dl_error_set(err, DL_EINPUT, "train: --monitor val_accuracy needs a "
+				    "classification loss (cross_entropy, nll, bce_with_logits), "
+				    "not %s; monitor val_loss", dl_loss_name(t->step.loss));
+	return 0;
+}
+
+/* A resumed run: the same flags as the checkpoint's run, and the
+ * monitor's state. */
+static int resume_extra(struct dl_trainer *t, struct dl_error *err)
+{
+	struct dl_safetensors st;
+	int rc = dl_st_open(&st, t->resume, err);
+	if (rc)
+		return rc;
+	rc = dl_checkpoint_check_run(&st, t->run_meta, t->n_run_meta, err);
+	if (rc == 0 && dl_monitor_active(&t->mon))
+		rc = dl_monitor_restore(&t->mon, &st, err);
+	dl_st_close(&st);
+	if (rc == 0 && t->mon.plateau)
+		t->sched.lr = t->mon.p.lr;
+	return rc;
 }
 
 int dl_trainer_init(struct dl_trainer *t, struct dl_error *err)
@@ -272,6 +416,7 @@ int dl_trainer_init(struct dl_trainer *t, struct dl_error *err)
 				err)) != 0)
 		return rc;
 	int64_t nb = (t->train->n + t->batch - 1) / t->batch;
+	t->n_batches = nb > 0 ? nb : 1;
 	t->sched.total_steps = nb * t->epochs;
 	if ((rc = dl_lr_check(&t->sched, err)) != 0)
 		return rc;
@@ -306,6 +451,15 @@ int dl_trainer_init(struct dl_trainer *t, struct dl_error *err)
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	dl_rng_seed(&t->pos.rng, (uint64_t)t->seed ^ 0x5deece66dULL);
 	t->pos.log_bytes = -1;
+	if ((rc = check_monitor(t, err)) != 0)
+		return rc;
+	if (dl_monitor_active(&t->mon) &&
+	    (rc = dl_monitor_init(&t->mon, g->n_param_floats, t->sched.lr, err)) != 0)
+		return rc;
+	/* the flags first: a checkpoint of another model fails on them with
+	 * a clearer message than on its tensors */
+	if (t->resume && (rc = resume_extra(t, err)) != 0)
+		return rc;
 	if (t->resume && (rc = dl_checkpoint_load(t->resume, g, &t->opt, &t->pos, err)) != 0)
 		return rc;
 	t->cur_batch = -1;
@@ -317,6 +471,9 @@ void dl_trainer_free(struct dl_trainer *t)
 	if (!t)
 		return;
 	dl_optim_free(&t->opt);
+	dl_monitor_free(&t->mon);
+	free(t->ckpt_path);
+	t->ckpt_path = NULL;
 	free(t->ranges);
 	for (int i = 0; t->bx && t->train && i < t->train->n_x; i++)
 		free(t->bx[i]);

@@ -10,6 +10,7 @@
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/dist.h"
+#include "train/monitor.h"
 #include "train/step.h"
 
 /* After each step (for a progress bar). */
@@ -20,6 +21,8 @@ struct dl_batch_report {
 	double rate, eta;         /* samples per second, seconds left */
 	int has_balance;          /* the model has a balance loss: */
 	double balance_loss;      /* its mean so far, part of loss */
+	int64_t step;             /* optimizer steps taken so far */
+	double step_loss, lr;     /* this step's loss and learning rate */
 };
 
 /* After each epoch. */
@@ -44,8 +47,17 @@ struct dl_trainer {
 	struct dl_lr_schedule sched;      /* total steps filled in by init */
 	int64_t epochs, batch, seed;
 	int shuffle;
-	const char *checkpoint;           /* NULL: none */
+	const char *checkpoint;           /* NULL: none; may hold {step} and
+	                                   * {epoch}: one file per checkpoint */
 	int64_t ckpt_every;
+	int64_t keep_checkpoints;         /* with {step}/{epoch}: delete all
+	                                   * but the last K files; 0: keep all */
+	/* The run's flags as metadata pairs "run.<flag>", value: written into
+	 * checkpoints, and a resumed run must match them. */
+	const char *const *run_meta;
+	int n_run_meta;
+	struct dl_monitor mon;            /* keep-best, early stopping,
+	                                   * plateau (configured by the caller) */
 	const char *resume;               /* NULL: a fresh run */
 	void (*on_batch)(void *user, const struct dl_batch_report *r);
 	void (*on_epoch)(void *user, const struct dl_epoch_report *r);
@@ -73,6 +85,8 @@ struct dl_trainer {
 	                                   * (dl_step_use_plan_slot), the
 	                                   * others NULL */
 	int64_t *perm;
+	int64_t n_batches;                /* per epoch */
+	char *ckpt_path;                  /* the last checkpoint's path */
 	int64_t cur_batch;                /* batch size the graph is planned for */
 	int cur_train;
 	const struct dl_dataset *cur_data;
@@ -84,6 +98,8 @@ struct dl_trainer {
 int dl_trainer_init(struct dl_trainer *t, struct dl_error *err);
 /* Runs the remaining epochs. */
 int dl_trainer_run(struct dl_trainer *t, struct dl_error *err);
-void dl_trainer_free(struct dl_trainer *t);  /* NULL-safe; not g or data */
+void dl_trainer_free(struct dl_trainer *t);
+/* Whether a --checkpoint path holds {step} or {epoch}. */
+int dl_checkpoint_path_has_fields(const char *path);  /* NULL-safe; not g or data */
 
 #endif

@@ -18,7 +18,7 @@ static const char *const optim_names[DL_OPTIM_COUNT + 1] = {
 	"sgd", "adam", "adamw", NULL,
 };
 static const char *const lr_names[DL_LR_COUNT + 1] = {
-	"constant", "step", "cosine", NULL,
+	"constant", "step", "cosine", "plateau", NULL,
 };
 
 /* Looks name up in a NULL-terminated table; DL_EINPUT with a suggestion. */
@@ -337,6 +337,7 @@ int dl_lr_check(const struct dl_lr_schedule *s, struct dl_error *err)
 				    (long long)s->warmup);
 	switch (s->kind) {
 	case DL_LR_CONSTANT:
+	case DL_LR_PLATEAU:
 		return 0;
 	case DL_LR_STEP:
 		if (s->step_size < 1)
@@ -371,6 +372,7 @@ double dl_lr_at(const struct dl_lr_schedule *s, int64_t t)
 	int64_t k = t - s->warmup;
 	switch (s->kind) {
 	case DL_LR_CONSTANT:
+	case DL_LR_PLATEAU:
 		break;
 	case DL_LR_STEP:
 		/* StepLR: lr * gamma^floor(k / step_size) */

@@ -105,8 +105,10 @@ double dl_clip_grad_norm(float *grads, size_t n, const struct dl_range *ranges,
 
 /* ---- learning-rate schedules, per optimizer step ---- */
 
-enum dl_lr_kind { DL_LR_CONSTANT, DL_LR_STEP, DL_LR_COSINE };
-#define DL_LR_COUNT 3
+/* plateau: lr as constant, lowered between epochs by the trainer's
+ * ReduceLROnPlateau (train/monitor.h) */
+enum dl_lr_kind { DL_LR_CONSTANT, DL_LR_STEP, DL_LR_COSINE, DL_LR_PLATEAU };
+#define DL_LR_COUNT 4
 
 struct dl_lr_schedule {
 	enum dl_lr_kind kind;

@@ -6,6 +6,8 @@
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,13 @@ struct cfg {
 	int shuffle, progress, sync_bn;
 	int ignore_extra;           /* --ignore-extra */
 	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
+	/* choosing what to keep (train/monitor.h) */
+	int keep_best;
+	const char *needs_plateau, *needs_monitor, *needs_log; /* such a flag
+	                                * given on the command line, or NULL */
+	const char *monitor;
+	long long early_stopping, patience, log_every, keep_checkpoints;
+	double min_delta, factor;
 	const char *loss_output;       /* output the loss applies to, or NULL */
 	char loss_output_where[512];   /* where it was given, for messages */
 	char loss_output_shown[64];
@@ -83,6 +92,12 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	INT(batch, "batch-size", 1)
 	INT(seed, "seed", 0)
 	INT(ckpt_every, "checkpoint-every", 1)
+	INT(early_stopping, "early-stopping", 1)
+	INT(patience, "patience", 0)
+	INT(log_every, "log-every", 1)
+	INT(keep_checkpoints, "keep-checkpoints", 1)
+	NUM(min_delta, "min-delta", f >= 0)
+	NUM(factor, "factor", f > 0 && f < 1)
 	STR(data, "data")
 	STR(labels, "labels")
 	STR(val_data, "val-data")
@@ -110,6 +125,13 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 		c->loss_output = val;
 		snprintf(c->loss_output_where, sizeof c->loss_output_where, "%s", where);
 		snprintf(c->loss_output_shown, sizeof c->loss_output_shown, "%s", shown);
+		return 0;
+	}
+	if (strcmp(name, "monitor") == 0) {
+		if (strcmp(val, "val_loss") != 0 && strcmp(val, "val_accuracy") != 0)
+			return dl_error_set(err, DL_EINPUT, "%s%s: unknown value '%s' (val_loss or "
+					    "val_accuracy)", where, shown, val);
+		c->monitor = val;
 		return 0;
 	}
 	if (strcmp(name, "ignore-index") == 0) {
@@ -163,11 +185,45 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 		c->ignore_extra = b;
 		return 0;
 	}
+	if (strcmp(name, "keep-best") == 0 && b >= 0) {
+		c->keep_best = b;
+		return 0;
+	}
 	if (strcmp(name, "sync-batch-norm") == 0 && b >= 0) {
 		c->sync_bn = b;
 		return 0;
 	}
 	return dl_error_set(err, DL_EINPUT, "%s%s: bad value '%s' (true or false)", where, shown, val);
+}
+
+/* Flags that mean nothing without another: remembered when given on the
+ * command line (a model's train: mapping may hold them for when it is
+ * used), checked by check_dependent. */
+static void note_dependent(struct cfg *c, const char *name)
+{
+	if (strcmp(name, "factor") == 0 || strcmp(name, "patience") == 0)
+		c->needs_plateau = name;
+	else if (strcmp(name, "monitor") == 0 || strcmp(name, "min-delta") == 0)
+		c->needs_monitor = name;
+	else if (strcmp(name, "log-every") == 0)
+		c->needs_log = name;
+}
+
+static int check_dependent(const struct cfg *c, struct dl_error *err)
+{
+	if (c->needs_plateau && strcmp(c->schedule, "plateau") != 0)
+		return dl_error_set(err, DL_EINPUT, "train: --%s goes with --lr-schedule plateau "
+				    "(the schedule is %s)%s", c->needs_plateau, c->schedule,
+				    strcmp(c->needs_plateau, "patience") == 0 ?
+				    "; early stopping's patience is --early-stopping N" : "");
+	if (c->needs_monitor && !c->keep_best && !c->early_stopping &&
+	    strcmp(c->schedule, "plateau") != 0)
+		return dl_error_set(err, DL_EINPUT, "train: --%s goes with --keep-best, "
+				    "--early-stopping N or --lr-schedule plateau", c->needs_monitor);
+	if (c->needs_log && !c->log)
+		return dl_error_set(err, DL_EINPUT, "train: --%s goes with --log PATH",
+				    c->needs_log);
+	return 0;
 }
 
 /* The model's train: defaults, keys with underscores. */
@@ -203,6 +259,8 @@ struct run {
 	int same_error;        /* the error is every process's: rank 0 says it */
 	int tty;
 	double last_draw;
+	char **run_meta;       /* "run.<flag>", value pairs for checkpoints */
+	int n_run_meta;
 };
 
 static double now(void)
@@ -275,9 +333,24 @@ static void on_stop_signal(int sig)
 	stop_signal = sig;
 }
 
+/* A --log-every line: this step's loss and learning rate, "epoch" the
+ * (1-based) epoch it belongs to and "batch" its place in it, which also
+ * tells it from an epoch's line. */
+static void log_step(struct run *R, const struct dl_batch_report *b)
+{
+	char loss[40], lr[40];
+	shortest_real(loss, sizeof loss, b->step_loss);
+	shortest_real(lr, sizeof lr, b->lr);
+	fprintf(R->log, "{\"epoch\":%lld,\"batch\":%lld,\"step\":%lld,\"loss\":%s,\"lr\":%s}\n",
+		(long long)b->epoch + 1, (long long)b->batch, (long long)b->step, loss, lr);
+	fflush(R->log);
+}
+
 static void on_batch(void *user, const struct dl_batch_report *b)
 {
 	struct run *R = user;
+	if (R->log && R->c.log_every > 0 && b->step % R->c.log_every == 0)
+		log_step(R, b);
 	if (!R->tty)
 		return;
 	double t = now();
@@ -519,6 +592,18 @@ static int setup(struct run *R, struct dl_error *err)
 	t->shuffle = c->shuffle;
 	t->checkpoint = c->checkpoint;
 	t->ckpt_every = c->ckpt_every;
+	t->keep_checkpoints = c->keep_checkpoints;
+	t->run_meta = (const char *const *)R->run_meta;
+	t->n_run_meta = R->n_run_meta;
+	enum dl_monitor_kind mk = DL_MONITOR_VAL_LOSS;
+	if (c->monitor && (rc = dl_monitor_from_name(c->monitor, &mk, err)) != 0)
+		return rc;
+	t->mon = (struct dl_monitor){.kind = mk, .keep_best = c->keep_best,
+				     .early_stopping = c->early_stopping,
+				     .min_delta = c->min_delta, .plateau = lk == DL_LR_PLATEAU};
+	t->mon.p.factor = c->factor;
+	t->mon.p.patience = c->patience;
+	t->mon.p.min_lr = c->min_lr;
 	t->resume = c->resume;
 	t->on_batch = on_batch;
 	t->on_epoch = on_epoch;
@@ -547,6 +632,138 @@ static int setup(struct run *R, struct dl_error *err)
 		fseek(R->log, 0, SEEK_END);   /* ftell counts from the file's start */
 	}
 	return 0;
+}
+
+/* ---- the run's flags, kept in checkpoints ---- */
+
+/* FNV-1a of the file's bytes as 16 hex digits; "" when unreadable. */
+static void file_hash(const char *path, char out[17])
+{
+	FILE *f = path ? fopen(path, "rb") : NULL;
+	out[0] = '\0';
+	if (!f)
+		return;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	unsigned char buf[8192];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		for (size_t i = 0; i < n; i++)
+			h = (h ^ buf[i]) * 0x100000001b3ULL;
+	if (!ferror(f))
+		snprintf(out, 17, "%016llx", (unsigned long long)h);
+	fclose(f);
+}
+
+static int add_meta(struct run *R, const char *flag, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int add_meta(struct run *R, const char *flag, const char *fmt, ...)
+{
+	char key[64], val[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(val, sizeof val, fmt, ap);
+	va_end(ap);
+	snprintf(key, sizeof key, "run.%s", flag);
+	char **m = realloc(R->run_meta, (size_t)(R->n_run_meta + 1) * 2 * sizeof *m);
+	if (!m)
+		return -1;
+	R->run_meta = m;
+	m[2 * R->n_run_meta] = strdup(key);
+	m[2 * R->n_run_meta + 1] = strdup(val);
+	R->n_run_meta++;
+	return m[2 * R->n_run_meta - 2] && m[2 * R->n_run_meta - 1] ? 0 : -1;
+}
+
+/* A double in the fewest digits that read back the same (0.05). */
+static int add_real(struct run *R, const char *flag, double x)
+{
+	char buf[40];
+	for (int p = 1; p <= 17; p++) {
+		snprintf(buf, sizeof buf, "%.*g", p, x);
+		if (strtod(buf, NULL) == x)
+			break;
+	}
+	return add_meta(R, flag, "%s", buf);
+}
+
+/* The flags that define the run, as given (before mpirun's {rank} and
+ * batch split): a resumed run must have the same ones (train/loop.c). */
+static int record_run(struct run *R, struct dl_error *err)
+{
+	const struct cfg *c = &R->c;
+	char h[17];
+	file_hash(R->g->file, h);
+#define S(x) ((x) ? (x) : "")
+	int bad = 0;
+	if (h[0])
+		bad |= add_meta(R, "model", "%s", h);
+	bad |= add_meta(R, "data", "%s", S(c->data));
+	bad |= add_meta(R, "labels", "%s", S(c->labels));
+	bad |= add_meta(R, "val-data", "%s", S(c->val_data));
+	bad |= add_meta(R, "val-labels", "%s", S(c->val_labels));
+	bad |= add_real(R, "val-split", c->val_split);
+	bad |= add_meta(R, "loss", "%s", c->loss);
+	bad |= add_meta(R, "loss-output", "%s", S(c->loss_output));
+	bad |= add_meta(R, "ignore-index", "%lld", c->ignore_index);
+	bad |= add_meta(R, "optimizer", "%s", c->optimizer);
+	bad |= add_real(R, "lr", c->lr);
+	bad |= add_real(R, "momentum", c->momentum);
+	bad |= add_real(R, "dampening", c->dampening);
+	bad |= add_meta(R, "nesterov", "%s", c->nesterov ? "true" : "false");
+	if (c->wd_set)
+		bad |= add_real(R, "weight-decay", c->weight_decay);
+	else
+		bad |= add_meta(R, "weight-decay", "%s", "");
+	if (c->betas_set)
+		bad |= add_meta(R, "betas", "%.9g,%.9g", c->beta1, c->beta2);
+	else
+		bad |= add_meta(R, "betas", "%s", "");
+	if (c->eps_set)
+		bad |= add_real(R, "eps", c->eps);
+	else
+		bad |= add_meta(R, "eps", "%s", "");
+	bad |= add_real(R, "clip-grad-norm", c->clip);
+	bad |= add_meta(R, "lr-schedule", "%s", c->schedule);
+	bad |= add_meta(R, "step-size", "%lld", c->step_size);
+	bad |= add_real(R, "gamma", c->gamma);
+	bad |= add_real(R, "min-lr", c->min_lr);
+	bad |= add_meta(R, "warmup", "%lld", c->warmup);
+	bad |= add_real(R, "factor", c->factor);
+	bad |= add_meta(R, "patience", "%lld", c->patience);
+	bad |= add_meta(R, "batch-size", "%lld", c->batch);
+	bad |= add_meta(R, "seed", "%lld", c->seed);
+	bad |= add_meta(R, "shuffle", "%s", c->shuffle ? "true" : "false");
+	bad |= add_meta(R, "monitor", "%s", S(c->monitor) [0] ? c->monitor : "val_loss");
+	bad |= add_meta(R, "keep-best", "%s", c->keep_best ? "true" : "false");
+	bad |= add_meta(R, "early-stopping", "%lld", c->early_stopping);
+	bad |= add_real(R, "min-delta", c->min_delta);
+	/* --epochs may grow, except where it sets the schedule's length */
+	if (strcmp(c->schedule, "cosine") == 0)
+		bad |= add_meta(R, "epochs", "%lld", c->epochs);
+#undef S
+	return bad ? dl_error_set(err, DL_ERUN, "out of memory") : 0;
+}
+
+/* After the run: the early stop's line, and --keep-best's state into the
+ * model before it is written. */
+static void finish_monitor(struct run *R)
+{
+	const struct dl_monitor *m = &R->t.mon;
+	const char *what = dl_monitor_name(m->kind);
+	if (m->stop && R->dist.rank == 0) {
+		fprintf(stderr, "early stopping at epoch %lld: %s has not improved by more than "
+			"%g for %lld epoch%s (best %g at epoch %lld)\n",
+			(long long)R->t.pos.epoch, what, m->min_delta,
+			(long long)m->early_stopping, m->early_stopping == 1 ? "" : "s", m->best,
+			(long long)m->best_epoch);
+	}
+	if (m->keep_best && m->best_epoch > 0) {
+		memcpy(R->g->param_block, m->best_state, m->n * sizeof *m->best_state);
+		if (R->c.progress != 0 && R->dist.rank == 0)
+			fprintf(stderr, "keep-best: the weights of epoch %lld (%s %g)\n",
+				(long long)m->best_epoch, what, m->best);
+	}
 }
 
 /* ---- data-parallel training (train/dist.h) ---- */
@@ -695,6 +912,11 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"max-memory", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"sync-batch-norm", no_argument, NULL, 'B'},
+		{"keep-best", no_argument, NULL, 'k'}, {"monitor", required_argument, NULL, 0},
+		{"early-stopping", required_argument, NULL, 0},
+		{"min-delta", required_argument, NULL, 0}, {"factor", required_argument, NULL, 0},
+		{"patience", required_argument, NULL, 0}, {"log-every", required_argument, NULL, 0},
+		{"keep-checkpoints", required_argument, NULL, 0},
 		{"help", no_argument, NULL, 'h'}, {"ignore-extra", no_argument, NULL, 'X'},
 		{NULL, 0, NULL, 0},
 	};
@@ -704,7 +926,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	*c = (struct cfg){.loss = "cross_entropy", .optimizer = "adam", .schedule = "constant",
 			  .lr = 1e-3, .gamma = 0.1, .step_size = 1, .epochs = 10, .batch = 32,
 			  .shuffle = 1, .progress = -1, .ignore_index = DL_IGNORE_INDEX_DEFAULT,
-			  .ckpt_every = 0};
+			  .ckpt_every = 0, .factor = 0.1, .patience = 10};
 	/* two passes: the model first (for its train: defaults), then flags */
 	const char *model = NULL;
 	int rc = 0, ch, idx;
@@ -727,6 +949,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		switch (ch) {
 		case 0:
 			rc = set_option(c, opts[idx].name, optarg, "train: ", err);
+			note_dependent(c, opts[idx].name);
 			break;
 		case 'w':
 			c->w = optarg;
@@ -758,12 +981,23 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		case 'B':
 			c->sync_bn = 1;
 			break;
+		case 'k':
+			c->keep_best = 1;
+			break;
 		}
 	}
+	if (rc == 0)
+		rc = check_dependent(c, err);
+	if (rc == 0)
+		rc = record_run(&R, err);
 	if (rc == 0)
 		rc = dist_setup(&R, err);
 	if (rc == 0 && c->checkpoint && !c->ckpt_every)
 		rc = dl_error_set(err, DL_EINPUT, "train: --checkpoint needs --checkpoint-every STEPS");
+	if (rc == 0 && c->keep_checkpoints && !dl_checkpoint_path_has_fields(c->checkpoint))
+		rc = dl_error_set(err, DL_EINPUT, "train: --keep-checkpoints needs a --checkpoint "
+				  "path with {step} or {epoch} (one file per checkpoint), e.g. "
+				  "--checkpoint 'ck-{step}.safetensors'");
 	if (rc == 0)
 		rc = verb_threads("train", c->threads, err);
 	if (rc == 0)
@@ -800,6 +1034,8 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 	}
+	if (rc == 0)
+		finish_monitor(&R);
 	if (rc == 0 && R.dist.rank == 0) {   /* rank 0 alone writes */
 		const char *meta[] = {"format", "pt"};
 		rc = dl_model_save_weights(R.g, out, meta, 1, err);
@@ -808,6 +1044,9 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	free(out);
 	for (int i = 0; i < 4; i++)
 		free(R.paths[i]);
+	for (int i = 0; i < 2 * R.n_run_meta; i++)
+		free(R.run_meta[i]);
+	free(R.run_meta);
 	if (R.log && R.log != stdout)
 		fclose(R.log);
 	dl_trainer_free(&R.t);
@@ -834,15 +1073,24 @@ const struct verb verb_train = {
 	"Optimizer: --optimizer sgd|adam|adamw (default adam)  --lr LR (1e-3)\n"
 	"          --momentum M --dampening D --nesterov --weight-decay W\n"
 	"          --betas B1,B2 --eps E --clip-grad-norm MAX\n"
-	"Schedule: --lr-schedule constant|step|cosine --step-size N --gamma G\n"
-	"          --min-lr LR --warmup STEPS\n"
+	"Schedule: --lr-schedule constant|step|cosine|plateau --step-size N\n"
+	"          --gamma G --min-lr LR --warmup STEPS\n"
+	"          plateau: --factor F (0.1) --patience N (10), as ReduceLROnPlateau\n"
+	"          on the monitored value, once per epoch\n"
+	"Keeping:  --keep-best (-o gets the epoch with the best monitored value)\n"
+	"          --monitor val_loss|val_accuracy (default val_loss; needs\n"
+	"          validation data)  --early-stopping N (end after N epochs\n"
+	"          without improvement)  --min-delta D (what counts as one; 0)\n"
 	"Batches:  --epochs N (10) --batch-size N (32) --seed S (0)\n"
 	"          --shuffle (default) | --no-shuffle\n"
 	"Files:    -w INIT.safetensors (else fresh weights from --seed)\n"
 	"          -o OUT.safetensors (default: the model's weights path)\n"
 	"          --ignore-extra (skip, and count, keys of INIT the model does not use)\n"
-	"          --checkpoint PATH --checkpoint-every STEPS, --resume PATH\n"
-	"          --log PATH (JSON lines, one per epoch)\n"
+	"          --checkpoint PATH --checkpoint-every STEPS (PATH may hold\n"
+	"          {step} and {epoch}: one file each; --keep-checkpoints K keeps\n"
+	"          the last K), --resume PATH (the same flags; --epochs may grow)\n"
+	"          --log PATH (JSON lines, one per epoch) --log-every N (and one\n"
+	"          every N steps)\n"
 	"Other:    -t, --threads N (BLAS and op threads; default: all cores)\n"
 	"          --progress | --no-progress | -q\n"
 	"          --max-memory SIZE (refuse a bigger plan; default 80% of RAM)\n"

@@ -16,6 +16,7 @@ extern const struct verb verb_infer, verb_train, verb_gradcheck, verb_init,
 	verb_summary, verb_bench, verb_draw, verb_ops;
 extern const struct verb verb_import;
 extern const struct verb verb_generate;
+extern const struct verb verb_plot;
 extern const int verb_import_built;   /* 1 when built with ONNX import */
 
 /* ---- shared by the verbs (common.c) ---- */
