@@ -1,6 +1,7 @@
 /* libdlrun's public interface (dlrun.h) over the engine: one struct
- * dlrun_model holds the graph, its weights, its plan (cached per input
- * shape by the graph), its own thread state and, once training began, the
+ * dlrun_model holds a session (engine/session.h: the graph, its weights,
+ * its plan, packed weights and decoding state, the same path as the
+ * dlrun program's), its own thread state and, once training began, the
  * optimizer and one training step (src/train/step.c, as `dlrun train`). */
 #include <pthread.h>
 #include <stdarg.h>
@@ -11,17 +12,17 @@
 
 #include "config.h"
 #include "dlrun.h"
+#include "engine/generate.h"
 #include "engine/graph.h"
+#include "engine/session.h"
 #include "engine/threads.h"
-#include "engine/xwt.h"
 #include "model/model.h"
 #include "ops/registry.h"
 #include "train/step.h"
 
 struct dlrun_model {
-	struct dl_graph *g;
-	char *weights;             /* weights path, or NULL: the default */
-	int weights_loaded;
+	struct dl_session *s;
+	struct dl_graph *g;        /* s->g */
 	struct dl_threads th;
 	struct dl_rng rng;
 	struct dl_shape *in_shape; /* [n_inputs] */
@@ -30,11 +31,12 @@ struct dlrun_model {
 	size_t *out_cap;
 
 	int training;              /* dlrun_train_begin succeeded */
-	struct dl_xwt_set *xwt;    /* weights packed by dlrun_run (as dlrun
-	                            * infer packs them, so both give the same
-	                            * bits); put back into rows before a
-	                            * training step or a save */
 	int planned_train;         /* the plan in place is a training one */
+	/* decoding step by step (dlrun_step_*) */
+	int64_t *pos;              /* [rows] positions fed per sequence */
+	int64_t rows;
+	float *tok;                /* one call's ids as floats */
+	size_t tok_cap;
 	struct dl_step step;
 	struct dl_optim opt;
 	struct dl_range *ranges;
@@ -105,40 +107,11 @@ void dlrun_close(dlrun_model *m)
 	free(m->in_shape);
 	free(m->in_ptr);
 	free(m->ranges);
+	free(m->pos);
+	free(m->tok);
 	dl_optim_free(&m->opt);
-	dl_xwt_set_free(m->xwt);
-	dl_graph_free(m->g);
-	free(m->weights);
+	dl_session_free(m->s);
 	free(m);
-}
-
-/* Loads the weights once the parameters are laid out (the first shape
- * inference); a model without parameters needs none. */
-static int ensure_weights(dlrun_model *m, struct dl_error *err)
-{
-	struct dl_graph *g = m->g;
-	if (m->weights_loaded || !g->params_ready)
-		return 0;
-	int64_t buffers, params = dl_model_count_params(g, &buffers);
-	int rc = 0;
-	if (m->weights) {
-		rc = dl_model_load_weights(g, m->weights, err);
-	} else if (params + buffers > 0) {
-		char *path = dl_model_default_weights(g);
-		if (!path)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		if (access(path, F_OK) != 0)
-			rc = dl_error_set(err, DL_EINPUT,
-					  "%s: no weights file (%s); make one with 'dlrun init %s -o %s' "
-					  "or give a weights path",
-					  g->file, path, g->file, path);
-		else
-			rc = dl_model_load_weights(g, path, err);
-		free(path);
-	}
-	if (rc == 0)
-		m->weights_loaded = 1;
-	return rc;
 }
 
 int dlrun_open(dlrun_model **out, const char *model_path,
@@ -158,10 +131,9 @@ int dlrun_open(dlrun_model **out, const char *model_path,
 	dl_threads_init(&m->th);
 	dl_threads_use(&m->th);
 	dl_rng_seed(&m->rng, 0);
-	int rc = dl_model_load(&m->g, model_path, &err);
-	if (rc == 0 && weights_path && !(m->weights = strdup(weights_path)))
-		rc = dl_error_set(&err, DL_ERUN, "out of memory");
+	int rc = dl_session_open(&m->s, model_path, weights_path, 0, &err);
 	if (rc == 0) {
+		m->g = m->s->g;
 		int ni = m->g->n_inputs, no = m->g->n_outputs;
 		m->in_shape = calloc((size_t)ni + 1, sizeof *m->in_shape);
 		m->in_ptr = calloc((size_t)ni + 1, sizeof *m->in_ptr);
@@ -172,7 +144,7 @@ int dlrun_open(dlrun_model **out, const char *model_path,
 			rc = dl_error_set(&err, DL_ERUN, "out of memory");
 	}
 	if (rc == 0)
-		rc = ensure_weights(m, &err);
+		rc = dl_session_load_weights(m->s, &err);
 	dl_threads_use(NULL);
 	if (rc) {
 		dlrun_close(m);
@@ -261,11 +233,7 @@ static int prepare(dlrun_model *m, const struct dlrun_tensor *in, int n_in, int 
 		m->in_shape[i] = s;
 		m->in_ptr[i] = in[i].data;
 	}
-	int rc = dl_graph_infer(g, m->in_shape, err);
-	if (rc == 0)
-		rc = ensure_weights(m, err);
-	if (rc == 0)
-		rc = dl_graph_plan(g, train, err);
+	int rc = dl_session_prepare(m->s, m->in_shape, train, err);
 	if (rc == 0)
 		m->planned_train = train;
 	return rc;
@@ -290,12 +258,9 @@ int dlrun_run(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 					  "the buffer has %zu", g->output_names[k], (long long)n,
 					  out[k].capacity);
 	}
+	if (rc == 0)
+		rc = dl_session_forward(m->s, m->in_ptr, &err);
 	if (rc == 0) {
-		if (!m->xwt)
-			m->xwt = dl_xwt_set_new(g);
-		struct dl_ctx ctx = {.train = 0, .rng = &m->rng, .threads = dl_threads(),
-				      .xwt = m->xwt};
-		dl_graph_forward(g, m->in_ptr, &ctx);
 		for (int k = 0; rc == 0 && k < n_out; k++) {
 			const struct dl_value *v = &g->values[g->outputs[k]];
 			size_t n = (size_t)dl_shape_numel(&v->shape);
@@ -351,6 +316,8 @@ int dlrun_train_begin(dlrun_model *m, const struct dlrun_train_options *o,
 				  "batch (dlrun_run) before training", g->file);
 	dl_threads_use(&m->th);
 	if (rc == 0 && !m->training)
+		rc = dl_session_unfix(m->s, &err);
+	if (rc == 0 && !m->training)
 		rc = dl_graph_train_setup(g, &err);
 	if (rc == 0 && !m->training)
 		rc = dl_train_ranges(g, &m->ranges, &m->n_ranges, &err);
@@ -393,6 +360,8 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 	struct dl_error err = {0};
 	dl_threads_use(&m->th);
 	int rc = prepare(m, in, n_in, 1, &err);
+	if (rc == 0)
+		rc = dl_graph_check_ids(g, m->in_ptr, &err);
 	struct dl_batch b = {0};
 	int64_t rows = 0, classes = 0;
 	if (rc == 0) {
@@ -433,8 +402,8 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 		b.targets = labels->data;
 	}
 	double l = 0;
-	if (rc == 0 && dl_xwt_restore(m->xwt) != 0)
-		rc = dl_error_set(&err, DL_ERUN, "out of memory");
+	if (rc == 0)
+		rc = dl_session_restore(m->s, &err);
 	if (rc == 0) {
 		struct dl_ctx ctx = {.train = 1, .rng = &m->rng, .threads = dl_threads()};
 		rc = dl_train_step(&m->step, &b, m->lr, m->steps + 1, &ctx, &l, &err);
@@ -458,9 +427,199 @@ int dlrun_save_weights(dlrun_model *m, const char *path, struct dlrun_error *e)
 		return fail(e, DLRUN_EINPUT, "%s: the model has symbolic sizes: run one batch "
 			    "(dlrun_run) before saving its weights", m->g->file);
 	struct dl_error err = {0};
-	if (dl_xwt_restore(m->xwt) != 0)
-		return fail(e, DLRUN_ERUN, "%s: out of memory", m->g->file);
+	if (dl_session_restore(m->s, &err) != 0)
+		return api_error(e, &err);
 	if (dl_model_save_weights(m->g, path, NULL, 0, &err) != 0)
+		return api_error(e, &err);
+	ok(e);
+	return 0;
+}
+
+/* ---- decoding step by step ---- */
+
+void dlrun_step_end(dlrun_model *m)
+{
+	if (!m)
+		return;
+	dl_session_step_end(m->s);
+	free(m->pos);
+	m->pos = NULL;
+	m->rows = 0;
+}
+
+int dlrun_step_begin(dlrun_model *m, int rows, int64_t max_len, struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_step_begin: no model");
+	dlrun_step_end(m);
+	int tok = dl_session_token_input(m->s);
+	if (tok < 0)
+		return fail(e, DLRUN_EINPUT, "%s: no token input: stepping needs an input with "
+			    "dtype: int and a symbolic length", m->g->file);
+	if (rows < 1 || max_len < 1)
+		return fail(e, DLRUN_EINPUT, "dlrun_step_begin: %d sequences of %lld positions",
+			    rows, (long long)max_len);
+	int64_t longest = dl_model_max_len(m->g);
+	if (longest > 0 && max_len > longest)
+		return fail(e, DLRUN_EINPUT, "%s: max_len %lld is longer than the model's %lld "
+			    "positions", m->g->file, (long long)max_len, (long long)longest);
+	m->pos = calloc((size_t)rows, sizeof *m->pos);
+	if (!m->pos)
+		return fail(e, DLRUN_ERUN, "out of memory");
+	struct dl_error err = {0};
+	int rc = dl_session_step_begin(m->s, tok, rows, max_len, &err);
+	if (rc) {
+		free(m->pos);
+		m->pos = NULL;
+		return api_error(e, &err);
+	}
+	m->rows = rows;
+	ok(e);
+	return 0;
+}
+
+int dlrun_step_reset(dlrun_model *m, int row, struct dlrun_error *e)
+{
+	if (!m || row < 0 || row >= m->rows)
+		return fail(e, DLRUN_EINPUT, "dlrun_step_reset: no sequence %d", row);
+	m->pos[row] = 0;
+	ok(e);
+	return 0;
+}
+
+int dlrun_step(dlrun_model *m, int row, const int64_t *ids, int n,
+	       const struct dlrun_tensor *in, int n_in, float *out,
+	       size_t capacity, struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_step: no model");
+	struct dl_graph *g = m->g;
+	if (!m->pos)
+		return fail(e, DLRUN_EINPUT, "dlrun_step: call dlrun_step_begin first");
+	if (row < 0 || row >= m->rows)
+		return fail(e, DLRUN_EINPUT, "dlrun_step: no sequence %d of %lld", row,
+			    (long long)m->rows);
+	if (n < 1 || !ids)
+		return fail(e, DLRUN_EINPUT, "dlrun_step: no ids");
+	int tok = m->s->tok;
+	if (g->n_inputs > 1 && (n_in != g->n_inputs || !in))
+		return fail(e, DLRUN_EINPUT, "%s: the model has %d inputs; give them all (the "
+			    "token input's entry is ignored)", g->file, g->n_inputs);
+	if ((size_t)n > m->tok_cap) {
+		float *p = realloc(m->tok, (size_t)n * sizeof *p);
+		if (!p)
+			return fail(e, DLRUN_ERUN, "out of memory");
+		m->tok = p;
+		m->tok_cap = (size_t)n;
+	}
+	for (int t = 0; t < n; t++)
+		m->tok[t] = (float)ids[t];
+	struct dl_error err = {0};
+	int rc = 0;
+	for (int i = 0; i < g->n_inputs; i++) {
+		if (i == tok) {
+			int64_t d[2] = {1, n};
+			m->in_shape[i] = dl_shape_make(2, d);
+			m->in_ptr[i] = m->tok;
+			continue;
+		}
+		if (in[i].ndim < 1 || in[i].ndim > DL_MAX_DIMS || !in[i].data || in[i].dims[0] != 1) {
+			rc = dl_error_set(&err, DL_EINPUT, "input '%s': give one sample (batch 1)",
+					  g->inputs[i].name);
+			break;
+		}
+		m->in_shape[i] = dl_shape_make(in[i].ndim, in[i].dims);
+		m->in_ptr[i] = in[i].data;
+	}
+	dl_threads_use(&m->th);
+	if (rc == 0)
+		rc = dl_session_step(m->s, m->in_shape, m->in_ptr, row, &m->pos[row], &err);
+	if (rc == 0) {
+		const struct dl_value *v = &g->values[g->outputs[0]];
+		int64_t per = v->shape.ndim >= 3 ? v->shape.d[v->shape.ndim - 1] : 0;
+		if (v->shape.ndim < 3 || m->s->out_axis[0] != 2)
+			rc = dl_error_set(&err, DL_EINPUT, "%s: output '%s' is not [T, V] over the "
+					  "token positions", g->file, g->output_names[0]);
+		else if (out && capacity < (size_t)per)
+			rc = dl_error_set(&err, DL_EINPUT, "output '%s' needs room for %lld floats, "
+					  "the buffer has %zu", g->output_names[0], (long long)per,
+					  capacity);
+		else if (out)
+			memcpy(out, v->data + (int64_t)(n - 1) * per, (size_t)per * sizeof(float));
+		if (rc == 0)
+			m->pos[row] += n;
+	}
+	dl_threads_use(NULL);
+	if (rc)
+		return api_error(e, &err);
+	ok(e);
+	return 0;
+}
+
+int dlrun_generate(dlrun_model *m, const int64_t *prompt, size_t n,
+		   const struct dlrun_tensor *in, int n_in,
+		   const struct dlrun_generate_options *go, int64_t *out,
+		   size_t capacity, size_t *n_out, struct dlrun_error *e)
+{
+	if (!m)
+		return fail(e, DLRUN_EINPUT, "dlrun_generate: no model");
+	struct dl_graph *g = m->g;
+	struct dlrun_generate_options def = {0};
+	if (!go)
+		go = &def;
+	int tok = dl_session_token_input(m->s);
+	if (tok < 0)
+		return fail(e, DLRUN_EINPUT, "%s: no token input: generation needs an input with "
+			    "dtype: int and a symbolic length", g->file);
+	if (!prompt || n < 1)
+		return fail(e, DLRUN_EINPUT, "dlrun_generate: the prompt is empty");
+	if (g->n_inputs > 1 && (n_in != g->n_inputs || !in))
+		return fail(e, DLRUN_EINPUT, "%s: the model has %d inputs; give them all (the "
+			    "token input's entry is ignored)", g->file, g->n_inputs);
+	struct dl_gen_opts o = {
+		.max_new = go->max_new_tokens > 0 ? go->max_new_tokens : 100,
+		.greedy = go->greedy,
+		.temperature = go->temperature > 0 ? go->temperature : 1.0,
+		.top_k = go->top_k > 0 ? go->top_k : 0,
+		.top_p = go->top_p > 0 && go->top_p < 1 ? go->top_p : 1.0,
+		.seed = go->seed,
+		.beams = go->beams,
+		.length_penalty = go->set_lp || go->length_penalty != 0 ? go->length_penalty : 1.0,
+		.eos = go->eos >= 0 ? go->eos : -1,
+		.context = go->context > 0 ? go->context : dl_model_max_len(g),
+	};
+	struct dl_error err = {0};
+	int rc = 0;
+	for (int i = 0; i < g->n_inputs; i++) {
+		if (i == tok)
+			continue;
+		if (in[i].ndim < 1 || in[i].ndim > DL_MAX_DIMS || !in[i].data || in[i].dims[0] != 1)
+			return fail(e, DLRUN_EINPUT, "input '%s': give one sample (batch 1)",
+				    g->inputs[i].name);
+		m->in_shape[i] = dl_shape_make(in[i].ndim, in[i].dims);
+		m->in_ptr[i] = in[i].data;
+	}
+	for (size_t t = 0; t < n && rc == 0; t++) {
+		float f = (float)prompt[t];
+		rc = dl_graph_check_input_ids(g, tok, &f, 1, "prompt", &err);
+	}
+	struct dl_gen_result r = {0};
+	dl_threads_use(&m->th);
+	dlrun_step_end(m);
+	if (rc == 0)
+		rc = dl_generate(m->s, tok, 1, &prompt, &n, m->in_ptr, m->in_shape, &o, &r, &err);
+	dl_threads_use(NULL);
+	if (rc == 0 && out && capacity < r.n)
+		rc = dl_error_set(&err, DL_EINPUT, "dlrun_generate: %zu new tokens, room for %zu",
+				  r.n, capacity);
+	if (rc == 0) {
+		if (out)
+			memcpy(out, r.ids, r.n * sizeof *out);
+		if (n_out)
+			*n_out = r.n;
+	}
+	dl_gen_result_free(&r);
+	if (rc)
 		return api_error(e, &err);
 	ok(e);
 	return 0;

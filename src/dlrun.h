@@ -115,6 +115,59 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 		     const struct dlrun_tensor *labels, double *loss,
 		     struct dlrun_error *err);
 
+/* Decoding step by step (`dlrun generate` is built on these). The model's
+ * token input is its first `dtype: int` input of symbolic length; the
+ * step keeps each sequence's attention caches and recurrent states, so a
+ * new token costs work in proportion to the context, not its square.
+ *
+ *     dlrun_step_begin(m, 1, 256, &err);
+ *     dlrun_step(m, 0, prompt, n, NULL, 0, logits, V, &err);   // [V]
+ *     while (...) { id = choose(logits); dlrun_step(m, 0, &id, 1, ...); }
+ *     dlrun_step_end(m);
+ *
+ * Begins `rows` sequences of at most max_len positions each. A model that
+ * cannot be stepped (a non-causal attention over the tokens, a reduction
+ * over them, a fixed-length table added to them) fails at the first
+ * dlrun_step, naming the entry. */
+int dlrun_step_begin(dlrun_model *m, int rows, int64_t max_len,
+		     struct dlrun_error *err);
+/* Feeds ids[0 .. n) as the next positions of sequence row and writes
+ * the first output's values at the last of them (logits [V]) into
+ * out[0 .. capacity). in[] holds the model's other inputs for this
+ * sequence, batch 1 (n_in: the model's input count, in[token] ignored;
+ * NULL and 0 for a model with the token input alone). Ids out of the
+ * embedding's range, and more than max_len positions, are DLRUN_EINPUT. */
+int dlrun_step(dlrun_model *m, int row, const int64_t *ids, int n,
+	       const struct dlrun_tensor *in, int n_in, float *out,
+	       size_t capacity, struct dlrun_error *err);
+/* Forgets sequence row's positions: its next dlrun_step starts afresh. */
+int dlrun_step_reset(dlrun_model *m, int row, struct dlrun_error *err);
+/* Frees the decoding state. NULL-safe. */
+void dlrun_step_end(dlrun_model *m);
+
+/* Generation on the step function, as `dlrun generate` (dlrun-api(3)). */
+struct dlrun_generate_options {
+	int max_new_tokens;      /* <= 0: 100 */
+	int greedy;              /* the largest logit (ties: the lowest id) */
+	double temperature;      /* <= 0: 1.0 */
+	int top_k;               /* 0: all */
+	double top_p;            /* <= 0 or >= 1: all */
+	uint64_t seed;
+	int beams;               /* > 1: beam search */
+	double length_penalty;   /* beams; 0 given as 1.0 unless set_lp */
+	int set_lp;              /* take length_penalty as it is */
+	int64_t eos;             /* an id that ends decoding; < 0: none */
+	int64_t context;         /* positions kept; 0: the model's max_len,
+	                          * else prompt + max_new_tokens */
+};
+/* Continues prompt[0 .. n) (token ids; the model's other inputs, if any,
+ * in in[] as dlrun_step's) and writes the new ids (eos not included) into
+ * out[0 .. capacity), their count in *n_out. */
+int dlrun_generate(dlrun_model *m, const int64_t *prompt, size_t n,
+		   const struct dlrun_tensor *in, int n_in,
+		   const struct dlrun_generate_options *o, int64_t *out,
+		   size_t capacity, size_t *n_out, struct dlrun_error *err);
+
 /* Writes the parameters and buffers as a safetensors file, atomically. */
 int dlrun_save_weights(dlrun_model *m, const char *path,
 		       struct dlrun_error *err);

@@ -699,6 +699,8 @@ int dl_generate(struct dl_session *s, int tok, int64_t n, const int64_t *const *
 						  g->file, g->output_names[o->out]);
 			d->V = v->shape.d[2];
 		}
+		if (rc == 0 && o->check)
+			rc = o->check(o->arg, err);
 		if (rc == 0) {
 			d->p = malloc(sizeof(float) * (size_t)d->V);
 			d->order = malloc(sizeof *d->order * (size_t)d->V);

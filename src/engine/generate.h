@@ -33,6 +33,9 @@ struct dl_gen_opts {
 	int (*on_token)(void *arg, int64_t prompt, int64_t id, double logprob);
 	void *arg;
 	volatile int *interrupt; /* set from a signal handler: stop early */
+	/* Called once the logits' shape is known (after the first call), to
+	 * check it (a vocabulary's size); NULL: none. */
+	int (*check)(void *arg, struct dl_error *err);
 };
 
 enum { DL_GEN_LENGTH, DL_GEN_EOS, DL_GEN_STOP };

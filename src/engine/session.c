@@ -103,11 +103,11 @@ static int forward(struct dl_session *s, float *const *in,
 	int rc = dl_graph_check_ids(g, in, err);
 	if (rc)
 		return rc;
-	if (s->fixed && s->pack && !s->xwt)
+	if (s->pack && !s->xwt)
 		s->xwt = dl_xwt_set_new(g);
 	struct dl_ctx ctx = {.train = 0, .rng = &s->rng, .threads = dl_threads(),
 			      .fixed_weights = s->fixed, .fuse = g->fuse,
-			      .xwt = s->fixed ? s->xwt : NULL, .step = step};
+			      .xwt = s->pack ? s->xwt : NULL, .step = step};
 	dl_graph_forward(g, in, &ctx);
 	return 0;
 }
@@ -125,13 +125,18 @@ int dl_session_run(struct dl_session *s, const struct dl_shape *shape,
 	return rc ? rc : dl_session_forward(s, in, err);
 }
 
-int dl_session_unfix(struct dl_session *s, struct dl_error *err)
+int dl_session_restore(struct dl_session *s, struct dl_error *err)
 {
 	if (dl_xwt_restore(s->xwt) != 0)
-		return dl_error_set(err, DL_ERUN, "out of memory");
+		return dl_error_set(err, DL_ERUN, "%s: out of memory", s->g->file);
+	return 0;
+}
+
+int dl_session_unfix(struct dl_session *s, struct dl_error *err)
+{
 	s->fixed = 0;
 	s->g->fuse = 0;
-	return 0;
+	return dl_session_restore(s, err);
 }
 
 int dl_graph_check_input_ids(const struct dl_graph *g, int v, const float *ids,

@@ -22,11 +22,12 @@ struct dl_session {
 	int ignore_extra;          /* unused keys of the weights file skipped */
 	int n_ignored;             /* how many were, at the load */
 	int weights_loaded;
-	/* The weights stay as loaded (inference): fusion, packed products
-	 * and ops' kept transforms; cleared for good once training begins. */
+	/* The weights stay as loaded (inference): fusion and ops' kept
+	 * transforms; cleared for good once training begins. */
 	int fixed;
 	int fuse;                  /* with fixed: the fusion pass (engine/fuse.c) */
-	int pack;                  /* with fixed: packed y = x W^T weights */
+	int pack;                  /* packed y = x W^T weights at inference,
+	                            * put back by dl_session_restore */
 	struct dl_xwt_set *xwt;    /* made at the first forward */
 	struct dl_rng rng;
 
@@ -69,9 +70,13 @@ int dl_session_forward(struct dl_session *s, float *const *in,
 /* Both. */
 int dl_session_run(struct dl_session *s, const struct dl_shape *shape,
 		   float *const *in, struct dl_error *err);
-/* Marks the weights as changing from now on (training): no more packed
- * or kept transforms of them, and packed ones are put back. */
+/* Marks the weights as changing from now on (training): no fusion or
+ * kept transforms of them any more, and packed ones are put back (later
+ * inference packs them again: dl_session_restore before each change). */
 int dl_session_unfix(struct dl_session *s, struct dl_error *err);
+/* Puts packed weights back into rows (before a training step changes
+ * them or a save writes them). */
+int dl_session_restore(struct dl_session *s, struct dl_error *err);
 
 /* Every token id of input v (count values) that feeds an op taking ids
  * (DL_OP_IDS) is a whole number in [0, its table's rows): else DL_EINPUT

@@ -30,6 +30,7 @@ struct gen {
 	int streamed;           /* one prompt, text or ids: token by token */
 	int64_t printed;
 	FILE *out;
+	int logits;             /* the logits output */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -85,6 +86,13 @@ static int on_token(void *arg, int64_t prompt, int64_t id, double lp)
 	if (fflush(G->out) != 0)
 		return errno == EPIPE ? DL_EPIPE : DL_ERUN;
 	return interrupted ? DL_ESIGNAL - SIGINT : 0;
+}
+
+/* the vocabulary's size against the logits', once they are known */
+static int check_vocab(void *arg, struct dl_error *err)
+{
+	struct gen *G = arg;
+	return G->voc ? dl_vocab_check_output(G->g, G->logits, err) : 0;
 }
 
 /* "3 1 4" (spaces, tabs or commas) into ids */
@@ -600,6 +608,8 @@ static int gen_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0) {
 		G.streamed = G.n == 1 && G.fmt != FMT_JSONL && o.beams <= 1;
 		o.on_token = on_token;
+		o.check = check_vocab;
+		G.logits = o.out;
 		o.arg = &G;
 		o.interrupt = &interrupt_flag;
 		struct sigaction sa, old;
