@@ -16,7 +16,9 @@ one line per case, NAME|OP|TRAIN|HYPERPARAMETERS; each case has NAME.x.npy
 (input), NAME.p.PARAM.npy (parameters and buffers), NAME.gy.npy (dL/dy),
 NAME.y.npy, NAME.gx.npy and NAME.g.PARAM.npy (the expected output and
 gradients), and in training NAME.after.BUF.npy (running statistics after
-the step). Max-pool cases named *_distinct have inputs spaced 2/numel apart
+the step). train_x.npy and train_y.npy are a small regression (16 volumes
+[1, 4, 4, 4], each labelled with its mean) that tests/ops_3d.sh trains a
+3-D network on. Max-pool cases named *_distinct have inputs spaced 2/numel apart
 (a finite-difference step never changes a winner); *_ties hold tied maxima
 (compared with PyTorch's gradient only).
 
@@ -405,6 +407,12 @@ def main():
             dltools.write_npys(os.path.join(data, "%s.%s.npy" % (c["name"], k)), [a])
         lines.append("%s|%s|%d|%s" % (c["name"], c["op"], int(c["train"]),
                                       yaml_hps(c["hp"])))
+    rng = rng_for("ops3d/train")
+    tx = (rng.uniform(-1.0, 1.0, size=[16, 1, 4, 4, 4]) +
+          0.25 * (np.arange(16) % 4).reshape(16, 1, 1, 1, 1)).astype(np.float32)
+    dltools.write_npys(os.path.join(data, "train_x.npy"), [tx])
+    dltools.write_npys(os.path.join(data, "train_y.npy"),
+                       [tx.astype(np.float64).mean(axis=(1, 2, 3, 4)).reshape(16, 1)])
     with open(os.path.join(data, "cases.txt"), "w") as f:
         f.write("# NAME|OP|TRAIN|HYPERPARAMETERS: written by "
                 "tools/gen_3d_fixtures.py\n")
