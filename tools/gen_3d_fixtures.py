@@ -313,7 +313,7 @@ def run_fixture(c, root):
 
 
 # A small 3-D network through every op: conv3d, batch_norm3d (running
-# statistics), relu, max_pool3d, conv_transpose3d, avg_pool3d,
+# statistics, and num_batches_tracked in the weights), relu, max_pool3d, conv_transpose3d, avg_pool3d,
 # adaptive_avg_pool3d, flatten, linear.
 STACK = """inputs:
   x: {shape: [2, 6, 7, 5]}
@@ -345,6 +345,8 @@ def run_stack(root, name, batch, args=None):
          "8.bias": rng.uniform(-0.3, 0.3, size=[5])}
     p = {k: v.astype(np.float32) for k, v in p.items()}
     t = to64(p)
+    # PyTorch's state_dict has it; dlrun accepts it and has no use for it
+    p["1.num_batches_tracked"] = np.array(7.0, dtype=np.float32)
     with torch.no_grad():
         h = F.conv3d(torch.tensor(x, dtype=torch.float64), t["0.weight"],
                      t["0.bias"], stride=[1, 2, 1], padding=[1, 1, 0])
