@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/op.h"
+#include "engine/vmath.h"
 #include "ops/spatial.h"
 
 /* Run a loop over volumes in parallel when there is enough work. */
@@ -157,6 +158,25 @@ static int pool3_infer(struct dl_node *n, const struct dl_shape *in,
 
 /* ---- max pooling ---- */
 
+/* The taps [*lo, *hi) of a window starting at base (dilation d, k taps)
+ * that fall inside [0, L). */
+static void tap_range(int64_t base, int64_t d, int64_t k, int64_t L, int64_t *lo,
+		      int64_t *hi)
+{
+	if (base >= 0 && base + (k - 1) * d < L) {
+		/* inside: most windows, without the divisions */
+		*lo = 0;
+		*hi = k;
+		return;
+	}
+	int64_t l = base >= 0 ? 0 : (-base + d - 1) / d;
+	int64_t h = L - 1 - base < 0 ? 0 : (L - 1 - base) / d + 1;
+	if (h > k)
+		h = k;
+	*lo = l;
+	*hi = h > l ? h : l;
+}
+
 /* The in-bounds cell of volume x holding the maximum of window (o0, o1,
  * o2), as PyTorch picks it (scanning d, h, w: a cell replaces the best
  * when larger or NaN, so the first of ties), or -1 when the window
@@ -164,35 +184,73 @@ static int pool3_infer(struct dl_node *n, const struct dl_shape *in,
 static int64_t max3_argmax(const float *x, const struct pgeom3 *g, int64_t o0,
 			   int64_t o1, int64_t o2)
 {
-	int64_t best = -1;
-	float m = -INFINITY;
-	for (int64_t i = 0; i < g->k[0]; i++) {
-		int64_t z = o0 * g->s[0] - g->pb[0] + i * g->d[0];
-		if (z < 0 || z >= g->I[0])
-			continue;
-		for (int64_t j = 0; j < g->k[1]; j++) {
-			int64_t y = o1 * g->s[1] - g->pb[1] + j * g->d[1];
-			if (y < 0 || y >= g->I[1])
-				continue;
-			const float *row = x + (z * g->I[1] + y) * g->I[2];
-			for (int64_t l = 0; l < g->k[2]; l++) {
-				int64_t w = o2 * g->s[2] - g->pb[2] + l * g->d[2];
-				if (w < 0 || w >= g->I[2])
-					continue;
-				float v = row[w];
-				int64_t at = (z * g->I[1] + y) * g->I[2] + w;
-				if (best < 0 || v > m || isnan(v)) {
-					m = v;
-					best = at;
-				}
+	int64_t b[3] = {o0 * g->s[0] - g->pb[0], o1 * g->s[1] - g->pb[1],
+			o2 * g->s[2] - g->pb[2]};
+	int64_t lo[3], hi[3];
+	for (int a = 0; a < 3; a++)
+		tap_range(b[a], g->d[a], g->k[a], g->I[a], &lo[a], &hi[a]);
+	if (lo[0] == hi[0] || lo[1] == hi[1] || lo[2] == hi[2])
+		return -1;
+	int64_t best = ((b[0] + lo[0] * g->d[0]) * g->I[1] + b[1] + lo[1] * g->d[1]) * g->I[2] +
+		       b[2] + lo[2] * g->d[2];
+	float m = x[best];
+	for (int64_t i = lo[0]; i < hi[0]; i++) {
+		int64_t z = b[0] + i * g->d[0];
+		for (int64_t j = lo[1]; j < hi[1]; j++) {
+			int64_t row = (z * g->I[1] + b[1] + j * g->d[1]) * g->I[2] + b[2];
+			for (int64_t l = lo[2]; l < hi[2]; l++) {
+				/* branch-free: the data decides, not the predictor */
+				int64_t at = row + l * g->d[2];
+				float v = x[at];
+				int take = (v > m) | (v != v);
+				m = take ? v : m;
+				best = take ? at : best;
 			}
 		}
 	}
 	return best;
 }
 
-/* y = the window maxima (-inf for a window of padding only); dx += dy at
- * each window's argmax when dx is not NULL (then y is not written). */
+/* One volume: y [O0, O1, O2] = the window maxima of x [I0, I1, I2] (-inf
+ * for a window of padding only), tap by tap over whole output rows
+ * (vectorised over the columns). Each output sees its taps in max3_argmax's
+ * order, and a tap replaces the running maximum when larger or NaN, so
+ * ties and NaNs come out as PyTorch's scan gives them. */
+DL_CLONES static void maxpool3d_volume(float *restrict y, const float *restrict x,
+				       const struct pgeom3 *g)
+{
+	int64_t s2 = g->s[2], O2 = g->O[2];
+	for (int64_t o0 = 0; o0 < g->O[0]; o0++)
+		for (int64_t o1 = 0; o1 < g->O[1]; o1++) {
+			float *restrict yr = y + (o0 * g->O[1] + o1) * O2;
+			#pragma omp simd
+			for (int64_t q = 0; q < O2; q++)
+				yr[q] = -INFINITY;
+			for (int64_t i = 0; i < g->k[0]; i++) {
+				int64_t z = o0 * g->s[0] - g->pb[0] + i * g->d[0];
+				if (z < 0 || z >= g->I[0])
+					continue;
+				for (int64_t j = 0; j < g->k[1]; j++) {
+					int64_t r = o1 * g->s[1] - g->pb[1] + j * g->d[1];
+					if (r < 0 || r >= g->I[1])
+						continue;
+					for (int64_t l = 0; l < g->k[2]; l++) {
+						int64_t off = l * g->d[2] - g->pb[2], lo, hi;
+						dl_col_range(O2, g->I[2], s2, off, &lo, &hi);
+						const float *restrict xs = x + (z * g->I[1] + r) * g->I[2] + off;
+						#pragma omp simd
+						for (int64_t q = lo; q < hi; q++) {
+							float v = xs[q * s2];
+							yr[q] = v > yr[q] || v != v ? v : yr[q];
+						}
+					}
+				}
+			}
+		}
+}
+
+/* y = the window maxima; or, when dx is not NULL, dx += dy at each
+ * window's argmax (then y is not written). */
 static void maxpool3d(float *y, float *dx, const float *dy, const float *x,
 		      const struct pgeom3 *g)
 {
@@ -200,17 +258,17 @@ static void maxpool3d(float *y, float *dx, const float *dy, const float *x,
 	#pragma omp parallel for schedule(static) if (nv * ov * vol(g->k) > PAR_MIN)
 	for (int64_t v = 0; v < nv; v++) {
 		const float *xv = x + v * iv;
+		if (!dx) {
+			maxpool3d_volume(y + v * ov, xv, g);
+			continue;
+		}
 		int64_t q = 0;
 		for (int64_t o0 = 0; o0 < g->O[0]; o0++)
 			for (int64_t o1 = 0; o1 < g->O[1]; o1++)
 				for (int64_t o2 = 0; o2 < g->O[2]; o2++, q++) {
 					int64_t a = max3_argmax(xv, g, o0, o1, o2);
-					if (dx) {
-						if (a >= 0)
-							dx[v * iv + a] += dy[v * ov + q];
-					} else {
-						y[v * ov + q] = a >= 0 ? xv[a] : -INFINITY;
-					}
+					if (a >= 0)
+						dx[v * iv + a] += dy[v * ov + q];
 				}
 	}
 }
