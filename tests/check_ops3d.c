@@ -2,7 +2,8 @@
  * check_conv.c): PyTorch's default initialisation and parameter shapes,
  * conv3d and conv_transpose3d on volumes large enough for several GEMM
  * tiles and OpenMP threads against a naive float64 loop (forward, input,
- * weight and bias gradients), and batches of zero samples. */
+ * weight and bias gradients), max pooling's NaNs and windows of padding
+ * only, and batches of zero samples. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,29 @@ START_TEST(test_zero_batch3d)
 }
 END_TEST
 
+/* max_pool3d: a NaN in a window wins, forward and backward (the last
+ * NaN, as PyTorch's scan), and a window over padding only gives -inf and
+ * no gradient. */
+START_TEST(test_maxpool3d_nan_padding)
+{
+	struct node3 t;
+	int64_t d[5] = {1, 1, 1, 2, 3};
+	open3(&t, "max_pool3d", "kernel_size: [1, 2, 3], stride: [1, 1, 4], padding: [0, 0, 3]", d, 1);
+	ck_assert_int_eq(t.ny, 2);
+	float x[6] = {1.0f, NAN, 2.0f, 5.0f, NAN, -1.0f};
+	memcpy(t.x, x, sizeof x);
+	t.gy[0] = 3.0f;
+	t.gy[1] = 7.0f;
+	run3(&t);
+	/* windows: columns -3..-1 (padding only) and 1..3 (cells 1, 2) */
+	ck_assert(isinf(t.y[0]) && t.y[0] < 0);
+	ck_assert(isnan(t.y[1]));
+	for (int i = 0; i < 6; i++)
+		ck_assert_msg(t.dx[i] == (i == 4 ? 7.0f : 0.0f), "dx[%d] = %g", i, t.dx[i]);
+	close3(&t);
+}
+END_TEST
+
 Suite *make_ops3d_suite(void)
 {
 	Suite *s = suite_create("ops3d");
@@ -296,6 +320,7 @@ Suite *make_ops3d_suite(void)
 	tcase_add_test(tc, test_init3d);
 	tcase_add_test(tc, test_conv3d_tiles);
 	tcase_add_test(tc, test_zero_batch3d);
+	tcase_add_test(tc, test_maxpool3d_nan_padding);
 	suite_add_tcase(s, tc);
 	return s;
 }
