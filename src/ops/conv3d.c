@@ -5,7 +5,6 @@
  * columns back (the transposed forward and the data gradient). Plain and
  * general; the 2-D ops' special paths (Winograd, depthwise) are not here. */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "engine/gemm.h"
@@ -17,8 +16,6 @@
 /* Columns per tile: at most this many floats of vol2col output (one depth
  * slice of output at least), so the scratch stays small for large volumes. */
 #define TILE_FLOATS ((int64_t)1 << 20)
-
-#define LAYOUT "[N, C, D, H, W]"
 
 /* ---- hyperparameters (PyTorch's constructor names and defaults) ---- */
 
@@ -71,33 +68,26 @@ static int is_transposed(const struct dl_node *n)
 
 static int64_t vol(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
-/* "DxHxW" into buf; returns buf */
-static const char *dims3(char *buf, size_t size, const int64_t *v)
-{
-	snprintf(buf, size, "%lldx%lldx%lld", (long long)v[0], (long long)v[1],
-		 (long long)v[2]);
-	return buf;
-}
-
 /* Checks the input and the hyperparameters and fills g. err may be NULL
  * (forward and backward recompute what infer already checked). */
 static int geometry(const struct dl_node *n, const struct dl_shape *in,
 		    struct geom3 *g, struct dl_error *err)
 {
 	int tr = is_transposed(n), rc;
-	char a[64], b[64];
+	char a[64];
 	const struct dl_hp_value *hp = n->hp;
 	memset(g, 0, sizeof *g);
 	g->transposed = tr;
 	if (in->ndim != 5)
-		return dl_node_error(err, n, -1, "expects a %s input, got %s", LAYOUT,
+		return dl_node_error(err, n, -1, "expects a %s input, got %s", dl_spatial_layout(3),
 				     dl_shape_str(in, a, sizeof a));
 	g->N = in->d[0];
 	g->C = in->d[1];
 	for (int i = 0; i < 3; i++)
 		g->in[i] = in->d[2 + i];
 	if (g->C == 0 || vol(g->in) == 0)
-		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s", LAYOUT,
+		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
+				     dl_spatial_layout(3),
 				     dl_shape_str(in, a, sizeof a));
 	if (hp[HP_IN].set && hp[HP_IN].i != g->C)
 		return dl_node_error(err, n, HP_IN,
@@ -131,28 +121,12 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 	}
 	if ((rc = dl_spatial_padding(n, HP_PADDING, 3, g->in, g->k, g->s, g->d, g->pb, g->pa, err)))
 		return rc;
+	if (!tr && (rc = dl_spatial_fits3(n, HP_KERNEL, g->in, g->k, g->d, g->pb, g->pa, err)))
+		return rc;
 	for (int i = 0; i < 3; i++) {
 		int64_t ek = g->d[i] * (g->k[i] - 1) + 1;   /* dilated kernel extent */
 		if (!tr) {
-			int64_t padded = g->in[i] + g->pb[i] + g->pa[i];
-			if (ek > padded) {
-				int64_t p[3];
-				for (int j = 0; j < 3; j++)
-					p[j] = g->in[j] + g->pb[j] + g->pa[j];
-				char kk[64];
-				if (g->k[0] == g->k[1] && g->k[1] == g->k[2])
-					snprintf(kk, sizeof kk, "%lld", (long long)g->k[0]);
-				else
-					dims3(kk, sizeof kk, g->k);
-				if (ek != g->k[i])
-					return dl_node_error(err, n, HP_KERNEL,
-						"kernel_size %s with dilation spans %lld cells, more than the padded input %s",
-						kk, (long long)ek, dims3(b, sizeof b, p));
-				return dl_node_error(err, n, HP_KERNEL,
-					"kernel_size %s is larger than the padded input %s",
-					kk, dims3(b, sizeof b, p));
-			}
-			g->out[i] = (padded - ek) / g->s[i] + 1;
+			g->out[i] = (g->in[i] + g->pb[i] + g->pa[i] - ek) / g->s[i] + 1;
 		} else {
 			if (op[i] >= g->s[i] && op[i] >= g->d[i])
 				return dl_node_error(err, n, HP_OUTPAD,

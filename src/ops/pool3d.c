@@ -4,7 +4,6 @@
  * N C volumes; backward recomputes each window's winner from the input
  * instead of saving indices. */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "engine/op.h"
@@ -13,8 +12,6 @@
 
 /* Run a loop over volumes in parallel when there is enough work. */
 #define PAR_MIN 16384
-
-#define LAYOUT "[N, C, D, H, W]"
 
 /* ---- hyperparameters ---- */
 
@@ -55,13 +52,6 @@ static int is_max(const struct dl_node *n) { return n->op->hp == max3_hp; }
 
 static int64_t vol(const int64_t *v) { return v[0] * v[1] * v[2]; }
 
-static const char *dims3(char *buf, size_t size, const int64_t *v)
-{
-	snprintf(buf, size, "%lldx%lldx%lld", (long long)v[0], (long long)v[1],
-		 (long long)v[2]);
-	return buf;
-}
-
 /* Checks the rank of the input [N, C, D, H, W] and fills N, C and I. */
 static int volumes(const struct dl_node *n, const struct dl_shape *in,
 		   struct pgeom3 *g, struct dl_error *err)
@@ -69,14 +59,15 @@ static int volumes(const struct dl_node *n, const struct dl_shape *in,
 	char a[64];
 	memset(g, 0, sizeof *g);
 	if (in->ndim != 5)
-		return dl_node_error(err, n, -1, "expects a %s input, got %s", LAYOUT,
+		return dl_node_error(err, n, -1, "expects a %s input, got %s", dl_spatial_layout(3),
 				     dl_shape_str(in, a, sizeof a));
 	g->N = in->d[0];
 	g->C = in->d[1];
 	for (int i = 0; i < 3; i++)
 		g->I[i] = in->d[2 + i];
 	if (vol(g->I) == 0)
-		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s", LAYOUT,
+		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
+				     dl_spatial_layout(3),
 				     dl_shape_str(in, a, sizeof a));
 	return 0;
 }
@@ -102,26 +93,11 @@ static int pool3_geometry(const struct dl_node *n, const struct dl_shape *in,
 		return rc;
 	if ((rc = dl_spatial_padding(n, HP_PADDING, 3, g->I, g->k, g->s, g->d, g->pb, g->pa, err)))
 		return rc;
+	if ((rc = dl_spatial_fits3(n, HP_KERNEL, g->I, g->k, g->d, g->pb, g->pa, err)))
+		return rc;
 	int ceil_mode = (int)n->hp[mx ? HP_CEIL : HA_CEIL].i;
 	for (int i = 0; i < 3; i++) {
 		int64_t ek = g->d[i] * (g->k[i] - 1) + 1, padded = g->I[i] + g->pb[i] + g->pa[i];
-		if (ek > padded) {
-			char kk[64], b[64];
-			int64_t p[3];
-			for (int j = 0; j < 3; j++)
-				p[j] = g->I[j] + g->pb[j] + g->pa[j];
-			if (g->k[0] == g->k[1] && g->k[1] == g->k[2])
-				snprintf(kk, sizeof kk, "%lld", (long long)g->k[0]);
-			else
-				dims3(kk, sizeof kk, g->k);
-			if (ek != g->k[i])
-				return dl_node_error(err, n, HP_KERNEL,
-					"kernel_size %s with dilation spans %lld cells, more than the padded input %s",
-					kk, (long long)ek, dims3(b, sizeof b, p));
-			return dl_node_error(err, n, HP_KERNEL,
-				"kernel_size %s is larger than the padded input %s",
-				kk, dims3(b, sizeof b, p));
-		}
 		int64_t span = padded - ek;
 		g->O[i] = (ceil_mode ? (span + g->s[i] - 1) / g->s[i] : span / g->s[i]) + 1;
 		/* PyTorch's rule: the last window starts inside the input or
