@@ -87,8 +87,7 @@ static int geometry(const struct dl_node *n, const struct dl_shape *in,
 		g->in[i] = in->d[2 + i];
 	if (g->C == 0 || vol(g->in) == 0)
 		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
-				     dl_spatial_layout(3),
-				     dl_shape_str(in, a, sizeof a));
+				     dl_spatial_layout(3), dl_shape_str(in, a, sizeof a));
 	if (hp[HP_IN].set && hp[HP_IN].i != g->C)
 		return dl_node_error(err, n, HP_IN,
 			"in_channels %lld does not match the input's %lld channels (input %s)",

@@ -67,8 +67,7 @@ static int volumes(const struct dl_node *n, const struct dl_shape *in,
 		g->I[i] = in->d[2 + i];
 	if (vol(g->I) == 0)
 		return dl_node_error(err, n, -1, "expects a non-empty %s input, got %s",
-				     dl_spatial_layout(3),
-				     dl_shape_str(in, a, sizeof a));
+				     dl_spatial_layout(3), dl_shape_str(in, a, sizeof a));
 	return 0;
 }
 
