@@ -2,7 +2,8 @@
  * of forward and gradients on the fixtures of tools/gen_conv_fixtures.py
  * (tests/data/conv/cases.txt) and tools/gen_reduce_fixtures.py
  * (tests/data/reduce/cases.txt: reductions, adaptive max pools, group and
- * instance norms), central finite-difference gradient checks
+ * instance norms) and tools/gen_3d_fixtures.py (tests/data/ops3d/cases.txt:
+ * the 3-D convolutions, pools and batch norm), central finite-difference gradient checks
  * on the same cases, output sizes, batch-norm modes and running
  * statistics, default initialisation, the threaded and tiled paths
  * against a naive reference, zero-sample batches, and located errors for
@@ -31,7 +32,8 @@
 #define DATA SRCDIR "/tests/data/conv"
 
 /* the directories whose cases.txt list fixture cases */
-static const char *const data_dirs[] = {DATA, SRCDIR "/tests/data/reduce"};
+static const char *const data_dirs[] = {DATA, SRCDIR "/tests/data/reduce",
+					 SRCDIR "/tests/data/ops3d"};
 
 /* ---- the fixture list ---- */
 

@@ -12,5 +12,6 @@ Suite *make_train_suite(void);
 Suite *make_attention_suite(void);
 Suite *make_vocab_suite(void);
 Suite *make_monitor_suite(void);
+Suite *make_ops3d_suite(void);
 
 #endif

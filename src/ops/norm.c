@@ -1,5 +1,6 @@
-/* Normalisation: batch_norm1d, batch_norm2d (batch statistics in training,
- * running statistics in evaluation, PyTorch's momentum update),
+/* Normalisation: batch_norm1d, batch_norm2d, batch_norm3d (batch
+ * statistics in training, running statistics in evaluation, PyTorch's
+ * momentum update),
  * layer_norm over trailing dimensions, and group_norm, instance_norm1d,
  * instance_norm2d (statistics per sample and group of channels).
  * Statistics are accumulated in double; forward saves mean and 1/std for
@@ -51,9 +52,11 @@ static int bn_shape(const struct dl_node *n, const struct dl_shape *in,
 {
 	char a[64];
 	int two_d = strcmp(n->op->name, "batch_norm2d") == 0;
-	if (two_d ? in->ndim != 4 : in->ndim != 2 && in->ndim != 3)
+	int three_d = strcmp(n->op->name, "batch_norm3d") == 0;
+	if (two_d ? in->ndim != 4 : three_d ? in->ndim != 5 : in->ndim != 2 && in->ndim != 3)
 		return dl_node_error(err, n, -1, "expects a %s input, got %s",
-				     two_d ? "[N, C, H, W]" : "[N, C] or [N, C, L]",
+				     two_d ? "[N, C, H, W]" : three_d ? "[N, C, D, H, W]"
+				     : "[N, C] or [N, C, L]",
 				     dl_shape_str(in, a, sizeof a));
 	*N = in->d[0];
 	*C = in->d[1];
@@ -399,6 +402,16 @@ static const struct dl_op_desc batch_norm1d_op = {
 static const struct dl_op_desc batch_norm2d_op = {
 	.name = "batch_norm2d",
 	.doc = "y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c, over N, H, W",
+	.min_in = 1, .max_in = 1,
+	.hp = bn_hp, .n_hp = N_BN_HP,
+	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
+	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
+	.flags = DL_OP_BWD_NO_OUTPUT,
+};
+
+static const struct dl_op_desc batch_norm3d_op = {
+	.name = "batch_norm3d",
+	.doc = "y = (x - mean_c) / sqrt(var_c + eps) * weight_c + bias_c, over N, D, H, W",
 	.min_in = 1, .max_in = 1,
 	.hp = bn_hp, .n_hp = N_BN_HP,
 	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
@@ -969,6 +982,6 @@ static const struct dl_op_desc instance_norm2d_op = {
 };
 
 const struct dl_op_desc *const dl_ops_norm[] = {
-	&batch_norm1d_op, &batch_norm2d_op, &layer_norm_op, &group_norm_op,
+	&batch_norm1d_op, &batch_norm2d_op, &batch_norm3d_op, &layer_norm_op, &group_norm_op,
 	&instance_norm1d_op, &instance_norm2d_op, NULL,
 };

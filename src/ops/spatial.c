@@ -1,4 +1,5 @@
-/* Shared by conv.c and pool.c: bounded tuples and padding resolution. */
+/* Shared by conv.c, pool.c and their 3-D forms (conv3d.c, pool3d.c):
+ * bounded tuples, padding resolution, sizes in messages. */
 #include <stdio.h>
 
 #include "ops/spatial.h"
@@ -66,7 +67,40 @@ int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
 
 const char *dl_spatial_layout(int nsp)
 {
-	return nsp == 1 ? "[N, C, L]" : "[N, C, H, W]";
+	return nsp == 1 ? "[N, C, L]" : nsp == 2 ? "[N, C, H, W]" : "[N, C, D, H, W]";
+}
+
+const char *dl_spatial_dims3(char *buf, size_t size, const int64_t *v)
+{
+	snprintf(buf, size, "%lldx%lldx%lld", (long long)v[0], (long long)v[1],
+		 (long long)v[2]);
+	return buf;
+}
+
+int dl_spatial_fits3(const struct dl_node *n, int hp, const int64_t *L, const int64_t *k,
+		     const int64_t *d, const int64_t *pb, const int64_t *pa,
+		     struct dl_error *err)
+{
+	int64_t p[3];
+	for (int i = 0; i < 3; i++)
+		p[i] = L[i] + pb[i] + pa[i];
+	for (int i = 0; i < 3; i++) {
+		int64_t ek = d[i] * (k[i] - 1) + 1;   /* dilated kernel extent */
+		if (ek <= p[i])
+			continue;
+		char kk[64], b[64];
+		if (k[0] == k[1] && k[1] == k[2])
+			snprintf(kk, sizeof kk, "%lld", (long long)k[0]);
+		else
+			dl_spatial_dims3(kk, sizeof kk, k);
+		if (ek != k[i])
+			return dl_node_error(err, n, hp,
+				"kernel_size %s with dilation spans %lld cells, more than the padded input %s",
+				kk, (long long)ek, dl_spatial_dims3(b, sizeof b, p));
+		return dl_node_error(err, n, hp, "kernel_size %s is larger than the padded input %s",
+				     kk, dl_spatial_dims3(b, sizeof b, p));
+	}
+	return 0;
 }
 
 const char *dl_spatial_dims(char *buf, size_t size, int nsp, int64_t a,

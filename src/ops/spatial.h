@@ -27,8 +27,17 @@ int dl_spatial_padding(const struct dl_node *n, int hp, int nsp,
 		       const int64_t *d, int64_t *pb, int64_t *pa,
 		       struct dl_error *err);
 
-/* "[N, C, L]" or "[N, C, H, W]": the input layout, for messages. */
+/* "[N, C, L]", "[N, C, H, W]" or "[N, C, D, H, W]": the input layout,
+ * for messages. */
 const char *dl_spatial_layout(int nsp);
+/* "4x7x5" for the three sizes v, into buf; returns buf. */
+const char *dl_spatial_dims3(char *buf, size_t size, const int64_t *v);
+/* 0 when the kernel k dilated by d fits each of the three padded sizes
+ * L + pb + pa; else the error at hyperparameter hp (the kernel's):
+ * "kernel_size 3x8x3 is larger than the padded input 4x7x5". */
+int dl_spatial_fits3(const struct dl_node *n, int hp, const int64_t *L, const int64_t *k,
+		     const int64_t *d, const int64_t *pb, const int64_t *pa,
+		     struct dl_error *err);
 /* "5x7" for 2D sizes (a, b), "7" for 1D (b), into buf; returns buf. */
 const char *dl_spatial_dims(char *buf, size_t size, int nsp, int64_t a,
 			    int64_t b);
