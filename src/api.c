@@ -456,10 +456,11 @@ int dlrun_step_begin(dlrun_model *m, int rows, int64_t max_len, struct dlrun_err
 	if (tok < 0)
 		return fail(e, DLRUN_EINPUT, "%s: no token input: stepping needs an input with "
 			    "dtype: int and a symbolic length", m->g->file);
-	if (rows < 1 || max_len < 1)
-		return fail(e, DLRUN_EINPUT, "dlrun_step_begin: %d sequences of %lld positions",
-			    rows, (long long)max_len);
 	int64_t longest = dl_model_max_len(m->g);
+	if (max_len <= 0)
+		max_len = longest > 0 ? longest : 1024;
+	if (rows < 1)
+		return fail(e, DLRUN_EINPUT, "dlrun_step_begin: %d sequences", rows);
 	if (longest > 0 && max_len > longest)
 		return fail(e, DLRUN_EINPUT, "%s: max_len %lld is longer than the model's %lld "
 			    "positions", m->g->file, (long long)max_len, (long long)longest);

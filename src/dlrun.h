@@ -125,7 +125,8 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
  *     while (...) { id = choose(logits); dlrun_step(m, 0, &id, 1, ...); }
  *     dlrun_step_end(m);
  *
- * Begins `rows` sequences of at most max_len positions each. A model that
+ * Begins `rows` sequences of at most max_len positions each (<= 0: the
+ * model's learned positions, or 1024 where it has none). A model that
  * cannot be stepped (a non-causal attention over the tokens, a reduction
  * over them, a fixed-length table added to them) fails at the first
  * dlrun_step, naming the entry. */

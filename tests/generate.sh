@@ -13,7 +13,9 @@
 . "${srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 : "${STEP_TEST:=./tests/step_test}"
+: "${SAMPLE:=./examples/sample}"
 case $STEP_TEST in /*) ;; *) STEP_TEST=$(pwd)/$STEP_TEST ;; esac
+case $SAMPLE in /*) ;; *) SAMPLE=$(pwd)/$SAMPLE ;; esac
 g=$srcdir/tests/data/generate
 
 # weights for the models that have none committed (dlrun init)
@@ -182,6 +184,18 @@ t_lib_ids() {
 	[ "$n" = 8 ] || fail "$n of 8 refusals"
 }
 check "the library refuses ids 99, -1, 3.5 and NaN in dlrun_run and dlrun_train_step" t_lib_ids
+
+t_example() {
+	"$SAMPLE" "$g/gpt-torch.yaml" "2 3 4" 9 >"$tmp/stdout" 2>"$tmp/stderr"
+	rc=$?
+	expect_rc 0
+	[ "$(wc -w <"$tmp/stdout")" = 9 ] || fail "examples/sample printed $(wc -w <"$tmp/stdout") ids, not 9"
+	"$SAMPLE" "$g/gpt-torch.yaml" "2 3 4" 12 >"$tmp/stdout" 2>"$tmp/stderr"
+	rc=$?
+	expect_rc 1
+	expect_stderr_has "more than the 12"
+}
+check "examples/sample.c samples through dlrun_step and stops at the model's 12 positions" t_example
 
 t_sigint() {
 	[ "$DLRUN_VALGRIND" = yes ] && return 0
