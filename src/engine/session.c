@@ -75,6 +75,10 @@ int dl_session_load_weights(struct dl_session *s, struct dl_error *err)
 		else
 			rc = dl_model_load_weights_ext(g, path, s->ignore_extra,
 						       &s->n_ignored, err);
+		if (rc == 0) {
+			s->weights = path;   /* the path it came from, for messages */
+			path = NULL;
+		}
 		free(path);
 	}
 	if (rc == 0)

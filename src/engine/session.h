@@ -18,7 +18,8 @@ struct dl_xwt_set;
 
 struct dl_session {
 	struct dl_graph *g;        /* owned */
-	char *weights;             /* weights path; NULL: the model's default */
+	char *weights;             /* weights path; NULL: the model's default
+	                            * (set to it once loaded) */
 	int ignore_extra;          /* unused keys of the weights file skipped */
 	int n_ignored;             /* how many were, at the load */
 	int weights_loaded;

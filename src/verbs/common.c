@@ -9,6 +9,7 @@
 
 #include "engine/gemm.h"
 #include "engine/graph.h"
+#include "engine/session.h"
 #include "engine/threads.h"
 #include "engine/xwt.h"
 #include "model/yamlutil.h"
@@ -245,4 +246,19 @@ struct dl_xwt_set *verb_xwt(const struct dl_graph *g)
 {
 	const char *f = getenv("DLRUN_PACK");
 	return f && strcmp(f, "0") == 0 ? NULL : dl_xwt_set_new(g);
+}
+
+void verb_session_env(struct dl_session *s)
+{
+	const char *p = getenv("DLRUN_PACK");
+	s->fuse = verb_fuse();
+	s->pack = !(p && strcmp(p, "0") == 0);
+}
+
+void verb_note_ignored(const struct dl_session *s)
+{
+	if (s->n_ignored)
+		fprintf(stderr, "dlrun: ignored %d key%s of %s not used by the model\n",
+			s->n_ignored, s->n_ignored == 1 ? "" : "s",
+			s->weights ? s->weights : "the weights file");
 }

@@ -457,6 +457,7 @@ static int gen_main(int argc, char **argv, struct dl_error *err)
 	int tok = -1;
 	if (rc == 0) {
 		G.g = G.s->g;
+		verb_session_env(G.s);
 		G.voc = dl_model_vocab(G.g);
 		tok = dl_session_token_input(G.s);
 		if (tok < 0)

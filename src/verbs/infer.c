@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/xwt.h"
+#include "engine/session.h"
 #include "io/atomic.h"
 #include "io/npy.h"
 #include "io/text.h"
@@ -29,7 +29,8 @@ struct sink {
 };
 
 struct infer {
-	struct dl_graph *g;
+	struct dl_session *s;    /* the one run path (engine/session.h) */
+	struct dl_graph *g;      /* s->g */
 	int text;                /* --format text */
 	long long batch;         /* --batch-size, 0: whole arrays (npy) */
 	struct source *src;      /* distinct sources */
@@ -46,12 +47,8 @@ struct infer {
 	struct dl_shape *out_shape;
 	struct dl_shape *chunk;  /* [n_inputs] */
 	float **chunk_ptr;
-	int weights_loaded;
 	int ignore_extra;           /* --ignore-extra */
 	const char *wflag;
-	struct dl_rng rng;
-	struct dl_xwt_set *xwt;     /* packed weights (verb_xwt), made at the
-	                             * first step */
 	/* --batch-size with one input: the array's data is read chunk by
 	 * chunk from its stream (memory bounded by the chunk), after its
 	 * header; outputs are still gathered whole, so a stream that breaks
@@ -326,11 +323,11 @@ static int bind_sinks(struct infer *I, char **outs, int n_outs,
 
 static int ensure_weights(struct infer *I, struct dl_error *err)
 {
-	if (I->weights_loaded || !I->g->params_ready)
+	if (I->s->weights_loaded || !I->g->params_ready)
 		return 0;
-	int rc = verb_load_weights(I->g, I->wflag, I->ignore_extra, err);
+	int rc = dl_session_load_weights(I->s, err);
 	if (rc == 0)
-		I->weights_loaded = 1;
+		verb_note_ignored(I->s);
 	return rc;
 }
 
@@ -369,11 +366,6 @@ static int run_step(struct infer *I, struct dl_error *err)
 			return rc;
 	}
 	int64_t step = I->batch > 0 && I->batch < n ? I->batch : n;
-	if (!I->xwt)
-		I->xwt = verb_xwt(g);
-	g->fuse = verb_fuse();   /* the weights are fixed */
-	struct dl_ctx ctx = {.train = 0, .rng = &I->rng, .threads = dl_threads(),
-			      .fixed_weights = 1, .fuse = g->fuse, .xwt = I->xwt};
 	if (I->streamed && (rc = grow_floats(&I->in_data[0], &I->in_cap[0],
 					    step * dl_shape_prod(&I->in_shape[0], 1, I->in_shape[0].ndim),
 					    err)) != 0)
@@ -396,13 +388,8 @@ static int run_step(struct infer *I, struct dl_error *err)
 				I->chunk_ptr[i] += off * per;
 			}
 		}
-		if (step != n && (rc = dl_graph_infer(g, I->chunk, err)) != 0)
+		if ((rc = dl_session_run(I->s, I->chunk, I->chunk_ptr, err)) != 0)
 			return rc;
-		if ((rc = dl_graph_plan(g, 0, err)) != 0)
-			return rc;
-		if ((rc = verb_check_ids(g, I->chunk_ptr, err)) != 0)
-			return rc;
-		dl_graph_forward(g, I->chunk_ptr, &ctx);
 		for (int k = 0; k < g->n_outputs; k++) {
 			const struct dl_value *v = &g->values[g->outputs[k]];
 			int64_t per = dl_shape_prod(&v->shape, 1, v->shape.ndim);
@@ -644,8 +631,7 @@ static void free_state(struct infer *I, int ok)
 	free(I->out_data);
 	free(I->out_cap);
 	free(I->out_shape);
-	dl_xwt_set_free(I->xwt);
-	dl_graph_free(I->g);
+	dl_session_free(I->s);
 }
 
 static int infer_main(int argc, char **argv, struct dl_error *err)
@@ -724,13 +710,16 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 	if (rc == 0)
 		rc = verb_max_memory("infer", max_memory, err);
 	if (rc == 0)
-		rc = dl_model_load(&I.g, model, err);
+		rc = dl_session_open(&I.s, model, I.wflag, I.ignore_extra, err);
+	if (rc == 0) {
+		I.g = I.s->g;
+		verb_session_env(I.s);
+	}
 	if (rc) {
 		free(ins);
 		free(outs);
 		return rc;
 	}
-	dl_rng_seed(&I.rng, 0);
 	rc = alloc_state(&I, err);
 	/* Weights before any input is read, when their shapes are known (the
 	 * sources are opened, not read, first: -w - must know stdin is free) */

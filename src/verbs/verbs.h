@@ -72,6 +72,13 @@ int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *
  * ("d.npz: ") when not NULL. */
 int verb_check_input_ids(const struct dl_graph *g, int v, const float *ids, int64_t count,
 			 const char *where, struct dl_error *err);
+/* The environment's say on a session's run path: DLRUN_FUSE=0 turns the
+ * fusion pass off, DLRUN_PACK=0 the packed weights. */
+struct dl_session;
+void verb_session_env(struct dl_session *s);
+/* Says on stderr how many keys of the weights file the session skipped
+ * (--ignore-extra, ignore_keys:), when any. */
+void verb_note_ignored(const struct dl_session *s);
 /* Prints the verb's usage to stdout. */
 void verb_usage(const struct verb *v);
 
