@@ -11,6 +11,7 @@ int main(void)
 	srunner_add_suite(sr, make_conv_suite());
 	srunner_add_suite(sr, make_train_suite());
 	srunner_add_suite(sr, make_attention_suite());
+	srunner_add_suite(sr, make_round3_suite());
 	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -10,5 +10,6 @@ Suite *make_ops_suite(void);
 Suite *make_conv_suite(void);
 Suite *make_train_suite(void);
 Suite *make_attention_suite(void);
+Suite *make_round3_suite(void);
 
 #endif

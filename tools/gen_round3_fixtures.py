@@ -169,13 +169,14 @@ def compare_cases():
              {"x": ([3, 4], "logic")},
              lambda x, p: [as01(torch.logical_not(x[0]))])
 
+    where_list = lambda *x: [where_ref(*x)]
     unit("where_bcast_b", "where", "", [([3, 3, 4], "bool"), ([3, 3, 4], "f"),
-                                        ([3, 4], "f")], where_ref)
+                                        ([3, 4], "f")], where_list)
     unit("where_bcast_all_b1", "where", "", [([1, 1, 5], "logic"),
                                              ([1, 2, 1], "f"),
-                                             ([1, 2, 5], "f")], where_ref)
+                                             ([1, 2, 5], "f")], where_list)
     unit("where_bcast_ab", "where", "", [([2, 3, 1], "bool"), ([2, 1, 4], "f"),
-                                         ([2, 3, 4], "f")], where_ref)
+                                         ([2, 3, 4], "f")], where_list)
     for op, fn in CMPS.items():
         kind = "logic" if op.startswith("logical") else "int"
         unit(op, op, "", [([3, 3, 5], kind), ([3, 5], kind)],
