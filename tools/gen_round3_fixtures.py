@@ -332,7 +332,9 @@ def causal_cases():
     """q, k, v projections of x; mask = where(tril(ones) == 0, -inf, 0)
     from the parameter bias (nanoGPT's buffer), added to the scores by
     attention's float mask input; the same through matmul, where and
-    softmax written out."""
+    softmax written out. The 0 that eq compares with is a parameter (eq
+    passes it no gradient); where's 0 branch is 0 * masked, no parameter,
+    so that training leaves the mask as it is."""
     T, D = 5, 4
     m = """inputs:
   x: {shape: [%d, %d]}
@@ -350,8 +352,10 @@ layers:
   - name: masked
     in: [lower, zero]
     eq: {}
+  - name: zeros
+    scale: {factor: 0}
   - name: mask
-    in: [masked, neginf, zero]
+    in: [masked, neginf, zeros]
     where: {}
   - name: q
     in: x
@@ -387,7 +391,7 @@ layers:
         k = F.linear(x, p["k.weight"], p["k.bias"])
         v = F.linear(x, p["v.weight"], p["v.bias"])
         masked = torch.tril(p["bias"]) == 0
-        mask = torch.where(masked, p["neginf"], p["zero"])
+        mask = torch.where(masked, p["neginf"], torch.zeros(T, T))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask) \
             if hasattr(F, "scaled_dot_product_attention") else \
             torch.softmax(q @ k.transpose(1, 2) / D ** 0.5 + mask, -1) @ v

@@ -540,11 +540,12 @@ static int hp_inputs(struct loader *L, const struct dl_op_desc *op, yaml_node_t 
 		if (v < 0) {
 			const char *sug = suggest_name(names, s);
 			if (sug)
-				return lerr(L, nm, "%s: '%s' is not defined before this entry; "
-					    "did you mean '%s'?", op->hp[i].name, s, sug);
-			return lerr(L, nm, "%s: '%s' is not defined before this entry (it "
-				    "names a model input or an earlier named entry)",
-				    op->hp[i].name, s);
+				return lerr(L, nm, "%s: %s '%s' is not defined before this "
+					    "entry; did you mean '%s'?", op->name,
+					    op->hp[i].name, s, sug);
+			return lerr(L, nm, "%s: %s '%s' is not defined before this entry "
+				    "(it names a model input or an earlier named entry)",
+				    op->name, op->hp[i].name, s);
 		}
 		if (*n_in >= max)
 			return lerr(L, nm, "too many inputs");

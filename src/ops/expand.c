@@ -55,8 +55,8 @@ static int expand_infer(struct dl_node *n, const struct dl_shape *in,
 		int64_t xd = j >= 1 ? x->d[j] : -2;
 		if (o.d[i] == -1 && xd == -2)
 			return dl_node_error(err, n, EX_SHAPE,
-				"shape's size %d is -1, but it is a new dimension (in front of the input's); give its size",
-				i - 1);
+				"shape[%d] is -1, but that dimension is new (in front of the input %s's); give its size",
+				i - 1, dl_shape_str(x, s, sizeof s));
 		if (o.d[i] == -1)
 			o.d[i] = xd;
 		if (o.d[i] < 0)
