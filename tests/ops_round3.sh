@@ -8,7 +8,8 @@
 # built from data (tril of a ones parameter, eq with 0, where to -inf, into
 # attention's float mask) trains, its mask parameters untouched. Their
 # values are checked against PyTorch by tests/fixtures/round3
-# (tests/fixtures.sh), their gradients by tests/data/round3
+# (tests/fixtures.sh) and, trained, tests/data/train_parity/causal_mask
+# (tests/train.sh), their gradients by tests/data/round3
 # (tests/check_round3.c) and tests/data/gradcheck/round3_*.yaml
 # (tests/train.sh). Prints TAP.
 #

@@ -19,6 +19,13 @@ NAME|OP|INPUTS|OUTPUTS|HYPERPARAMETERS; each case has NAME.x<i>.npy (the
 inputs), NAME.gy<k>.npy (dL/d output k), NAME.y<k>.npy (the outputs) and
 NAME.gx<i>.npy (dL/d input i; zeros where the op passes no gradient).
 
+tests/data/train_parity/causal_mask/ (tests/train.sh): the causal-mask
+model trained by PyTorch with SGD, in the format of
+tools/gen_train_parity.py: model.yaml, init.safetensors, x.npy, y.npy,
+args_sgd3, expected_sgd3.safetensors, probe.npy and
+expected_probe_sgd3.npy. The mask's parameters get no gradient (bias, zero)
+or a zero one (neginf), so they keep their values, -inf included.
+
 References run in float64 on float32-representable values, then round to
 float32. Comparison inputs are small integers, so that ties and equalities
 occur; topk's inputs are distinct (PyTorch's order among tied elements is
@@ -328,6 +335,9 @@ def upsample_cases():
 
 # ---- a nanoGPT-style causal mask built from data ----
 
+CAUSAL_T, CAUSAL_D = 5, 4
+
+
 def causal_cases():
     """q, k, v projections of x; mask = where(tril(ones) == 0, -inf, 0)
     from the parameter bias (nanoGPT's buffer), added to the scores by
@@ -335,7 +345,7 @@ def causal_cases():
     softmax written out. The 0 that eq compares with is a parameter (eq
     passes it no gradient); where's 0 branch is 0 * masked, no parameter,
     so that training leaves the mask as it is."""
-    T, D = 5, 4
+    T, D = CAUSAL_T, CAUSAL_D
     m = """inputs:
   x: {shape: [%d, %d]}
 outputs: [y, z]
@@ -410,6 +420,48 @@ layers:
         params[nm + ".bias"] = f32(torch.rand(D, generator=g,
                                               dtype=torch.float64) - 0.5)
     variants("causal_mask", m, {"x": ([T, D], "f")}, ref, params=params)
+    return m, ref, params
+
+
+def causal_parity(m, ref, params, root):
+    """SGD on mse, 8 samples in batches of 4, 3 epochs, not shuffled, as
+    `dlrun train ARGS` does, in float64; the model's first output only.
+    Not Adam: the keys' bias has a zero gradient in exact arithmetic (a
+    constant added to a query's scores), which Adam would turn from float32
+    rounding noise into steps of lr."""
+    name, setting = "causal_mask", "sgd3"
+    args = "--loss mse --optimizer sgd --lr 0.5 --epochs 3 --batch-size 4 --no-shuffle"
+    g = gen("train_parity/" + name)
+    x = make([8, CAUSAL_T, CAUSAL_D], "f", g)
+    y = make([8, CAUSAL_T, CAUSAL_D], "f", g)
+    probe = make([3, CAUSAL_T, CAUSAL_D], "f", g)
+    p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    opt = torch.optim.SGD([p[k] for k in sorted(p)], lr=0.5)
+    for _ in range(3):
+        for i in range(0, 8, 4):
+            opt.zero_grad()
+            loss = F.mse_loss(ref([x[i:i + 4]], p)[0], y[i:i + 4])
+            loss.backward()
+            opt.step()
+    trained = {k: v.detach() for k, v in p.items()}
+    with torch.no_grad():
+        out = ref([probe], trained)[0]
+    d = os.path.join(root, name)
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    with open(os.path.join(d, "model.yaml"), "w") as f:
+        f.write("# tools/gen_round3_fixtures.py: a nanoGPT-style causal mask "
+                "built from data\n")
+        f.write(m.replace("outputs: [y, z]", "outputs: [y]"))
+    dltools.write_safetensors(os.path.join(d, "init.safetensors"), params)
+    dltools.write_safetensors(os.path.join(d, "expected_%s.safetensors" % setting),
+                              trained)
+    for nm, a in (("x", x), ("y", y), ("probe", probe),
+                  ("expected_probe_" + setting, out)):
+        dltools.write_npys(os.path.join(d, nm + ".npy"), [a])
+    with open(os.path.join(d, "args_" + setting), "w") as f:
+        f.write(args + "\n")
 
 
 # ---- writing ----
@@ -464,7 +516,7 @@ def main():
     compare_cases()
     expand_cases()
     upsample_cases()
-    causal_cases()
+    causal = causal_cases()
     root = os.path.join(args.out, "fixtures")
     data = os.path.join(args.out, "data", FAMILY)
     for d in (os.path.join(root, FAMILY), data):
@@ -475,6 +527,7 @@ def main():
         run_case(c, root)
     for u in UNITS:
         run_unit(u, data)
+    causal_parity(*causal, os.path.join(args.out, "data", "train_parity"))
     with open(os.path.join(data, "cases.txt"), "w") as f:
         f.write("# NAME|OP|INPUTS|OUTPUTS|HYPERPARAMETERS: written by "
                 "tools/gen_round3_fixtures.py\n")
