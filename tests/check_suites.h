@@ -13,5 +13,6 @@ Suite *make_attention_suite(void);
 Suite *make_vocab_suite(void);
 Suite *make_monitor_suite(void);
 Suite *make_ops3d_suite(void);
+Suite *make_round3_suite(void);
 
 #endif

@@ -23,6 +23,9 @@ enum dl_hp_type {
 	DL_HP_FLOATS,  /* a number or a flat list of numbers */
 	DL_HP_PADDING, /* int, flat list, "same", "valid", or [[b, a], ...] */
 	DL_HP_ENTRIES, /* a list of model entries (a sub-model, e.g. an expert) */
+	DL_HP_INPUT,   /* the name of a model input or an earlier entry (as in
+	                * in: lists): the loader appends that value to the
+	                * node's inputs, last; value.set says it was given */
 };
 
 enum {

@@ -306,6 +306,12 @@ static int read_value(struct reader *r, const yaml_node_t *y)
 		return read_list(r, y, v, 1);
 	case DL_HP_PADDING:
 		return read_padding(r, y, v);
+	case DL_HP_INPUT:
+		/* resolved by the loader, which added the input */
+		if (y->type != YAML_SCALAR_NODE || dl_yaml_null(y))
+			return at(r, y, "%s must be the name of an input or an earlier entry",
+				  d->name);
+		return 0;
 	case DL_HP_ENTRIES:
 		if (y->type != YAML_SEQUENCE_NODE)
 			return at(r, y, "%s must be a list of entries", d->name);

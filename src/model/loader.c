@@ -522,6 +522,41 @@ static yaml_node_t *map_get(struct loader *L, yaml_node_t *map, const char *key,
 	return NULL;
 }
 
+/* The values that op's DL_HP_INPUT hyperparameters name (upsample's
+ * size_of), appended to in[0..*n_in) in the order of op's table; a value
+ * that is no name is left to dl_hp_read to report. */
+static int hp_inputs(struct loader *L, const struct dl_op_desc *op, yaml_node_t *val,
+		     const struct names *names, int *in, int *n_in, int max)
+{
+	if (!val || val->type != YAML_MAPPING_NODE)
+		return 0;
+	for (int i = 0; i < op->n_hp; i++) {
+		if (op->hp[i].type != DL_HP_INPUT)
+			continue;
+		yaml_node_t *nm = map_get(L, val, op->hp[i].name, NULL);
+		const char *s = nm ? str(nm) : NULL;
+		if (!s || dl_yaml_null(nm))
+			continue;
+		int v = resolve(L, names, nm, s);
+		if (v == DL_EINPUT)
+			return v;
+		if (v < 0) {
+			const char *sug = suggest_name(names, s);
+			if (sug)
+				return lerr(L, nm, "%s: %s '%s' is not defined before this "
+					    "entry; did you mean '%s'?", op->name,
+					    op->hp[i].name, s, sug);
+			return lerr(L, nm, "%s: %s '%s' is not defined before this entry "
+				    "(it names a model input or an earlier named entry)",
+				    op->name, op->hp[i].name, s);
+		}
+		if (*n_in >= max)
+			return lerr(L, nm, "too many inputs");
+		in[(*n_in)++] = v;
+	}
+	return 0;
+}
+
 /* Rejects keys of map not in allowed (NULL-terminated). */
 static int check_keys(struct loader *L, yaml_node_t *map, const char *what,
 		      const char *const *allowed)
@@ -1107,7 +1142,10 @@ static int build_entry(struct loader *L, yaml_node_t *e, int index,
 			return lerr(L, key, "unknown op '%s' (see 'dlrun ops')", opname);
 		}
 		L->g->rows[row].kind = op->name;
-		out = add_node(L, op, key, val, scope, in, n_in);
+		out = hp_inputs(L, op, val, names, in, &n_in,
+				(int)(sizeof in / sizeof *in));
+		if (out == 0)
+			out = add_node(L, op, key, val, scope, in, n_in);
 		if (out >= 0 && share_node) {
 			int rc = add_share(L, share_node, L->g->n_nodes - 1);
 			if (rc)

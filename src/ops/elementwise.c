@@ -11,25 +11,15 @@
 #include "engine/op.h"
 #include "engine/stepper.h"
 #include "engine/vmath.h"
+#include "ops/bcast.h"
 
 #define PAR_MIN 32768 /* elements below which a loop stays serial */
 #define BLK 1024      /* elements of a row per parallel task */
 
 enum elt_kind { ELT_ADD, ELT_MUL, ELT_SUB, ELT_DIV };
 
-/* The output's dimensions after dropping size-1 dimensions and merging
- * neighbours that every input walks the same way; st (in ctx->ws, [K *
- * DL_MAX_DIMS]) holds each input's element strides over them, 0 where it is
- * broadcast. Rows are all dimensions but the last, which is `inner`. */
-struct bcast {
-	int nd, K;
-	int64_t d[DL_MAX_DIMS];
-	int64_t rows, inner;
-	int64_t *st;
-};
-
-static void bcast_plan(struct bcast *p, int64_t *st, const struct dl_tensor *in,
-		       int K, const struct dl_shape *out)
+void dl_bcast_plan(struct bcast *p, int64_t *st, const struct dl_tensor *in,
+		   int K, const struct dl_shape *out)
 {
 	int nd = out->ndim;
 	for (int k = 0; k < K; k++) {
@@ -78,15 +68,6 @@ static void bcast_plan(struct bcast *p, int64_t *st, const struct dl_tensor *in,
 		p->rows *= p->d[i];
 }
 
-/* Row r's index over the plan's leading dimensions. */
-static void bcast_row(const struct bcast *p, int64_t r, int64_t *idx)
-{
-	for (int i = p->nd - 2; i >= 0; i--) {
-		idx[i] = r % p->d[i];
-		r /= p->d[i];
-	}
-}
-
 /* Element j of row idx in input k. */
 static inline float bcast_at(const struct bcast *p, const struct dl_tensor *in,
 			     int k, const int64_t *idx, int64_t j)
@@ -96,16 +77,6 @@ static inline float bcast_at(const struct bcast *p, const struct dl_tensor *in,
 	for (int i = 0; i < p->nd - 1; i++)
 		off += idx[i] * sk[i];
 	return in[k].data[off];
-}
-
-static inline int64_t bcast_off(const struct bcast *p, int k,
-				const int64_t *idx, int64_t j)
-{
-	const int64_t *sk = p->st + (size_t)k * DL_MAX_DIMS;
-	int64_t off = j * sk[p->nd - 1];
-	for (int i = 0; i < p->nd - 1; i++)
-		off += idx[i] * sk[i];
-	return off;
 }
 
 #define ELT_LOOP(EXPR) do { \
@@ -299,8 +270,8 @@ DL_CLONES static void elt_backward(enum elt_kind kind, float *dx, double *acc, i
 
 /* ---- the ops ---- */
 
-static int elt_infer(struct dl_node *n, const struct dl_shape *in,
-		     struct dl_shape *out, struct dl_error *err)
+int dl_bcast_infer(struct dl_node *n, const struct dl_shape *in,
+		   struct dl_shape *out, struct dl_error *err)
 {
 	char s[128], t[128];
 	int K = n->n_in;
@@ -387,7 +358,7 @@ static void elt_fwd(struct dl_node *n, const struct dl_tensor *in,
 	if (dl_shape_numel(&out->shape) == 0)
 		return;
 	struct bcast p;
-	bcast_plan(&p, ctx->ws, in, n->n_in, &out->shape);
+	dl_bcast_plan(&p, ctx->ws, in, n->n_in, &out->shape);
 	elt_forward(elt_kind_of(n->op), out->data, in, &p);
 }
 
@@ -399,7 +370,7 @@ static void elt_bwd(struct dl_node *n, const struct dl_tensor *in,
 		return;
 	struct bcast p;
 	int64_t *st = ctx->ws;
-	bcast_plan(&p, st, in, n->n_in, &out->shape);
+	dl_bcast_plan(&p, st, in, n->n_in, &out->shape);
 	double *acc = (double *)(st + (size_t)n->n_in * DL_MAX_DIMS);
 	for (int k = 0; k < n->n_in; k++)
 		if (din[k])
@@ -411,7 +382,7 @@ static const struct dl_op_desc op_add = {
 	.name = "add",
 	.doc = "y = x1 + x2 + ... (broadcast)",
 	.min_in = 2, .max_in = -1,
-	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.infer = dl_bcast_infer, .forward = elt_fwd, .backward = elt_bwd,
 	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
@@ -421,7 +392,7 @@ static const struct dl_op_desc op_mul = {
 	.name = "mul",
 	.doc = "y = x1 * x2 * ... (broadcast)",
 	.min_in = 2, .max_in = -1,
-	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.infer = dl_bcast_infer, .forward = elt_fwd, .backward = elt_bwd,
 	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };
@@ -431,7 +402,7 @@ static const struct dl_op_desc op_sub = {
 	.name = "sub",
 	.doc = "y = x1 - x2 (broadcast)",
 	.min_in = 2, .max_in = 2,
-	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.infer = dl_bcast_infer, .forward = elt_fwd, .backward = elt_bwd,
 	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
@@ -441,7 +412,7 @@ static const struct dl_op_desc op_div = {
 	.name = "div",
 	.doc = "y = x1 / x2 (broadcast)",
 	.min_in = 2, .max_in = 2,
-	.infer = elt_infer, .forward = elt_fwd, .backward = elt_bwd,
+	.infer = dl_bcast_infer, .forward = elt_fwd, .backward = elt_bwd,
 	.step = dl_step_pointwise,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
 };

@@ -836,13 +836,16 @@ static const struct dl_op_desc adaptive_max_pool2d_op = {
 
 /* ---- upsample ---- */
 
-enum { HU_SCALE, HU_MODE, HU_ALIGN, N_UP_HP };
+enum { HU_SCALE, HU_MODE, HU_ALIGN, HU_SIZE_OF, N_UP_HP };
 enum { MODE_NEAREST, MODE_LINEAR, MODE_BILINEAR };
 
 static const struct dl_hp_desc upsample_hp[N_UP_HP] = {
-	{"scale_factor", DL_HP_FLOATS, NULL, NULL, DL_HP_REQUIRED | DL_HP_POSITIVE},
+	{"scale_factor", DL_HP_FLOATS, NULL, NULL, DL_HP_POSITIVE},
 	{"mode", DL_HP_ENUM, "nearest", "nearest|linear|bilinear", 0},
 	{"align_corners", DL_HP_BOOL, "false", NULL, 0},
+	/* the output's spatial sizes are those of this input (the node's
+	 * second, added by the loader), as F.interpolate(x, size=y.shape[2:]) */
+	{"size_of", DL_HP_INPUT, NULL, NULL, 0},
 };
 
 /* Per spatial dimension: sizes and the source-coordinate scale, computed
@@ -853,10 +856,11 @@ struct ugeom {
 	int mode, align;
 };
 
+/* in[0] the input; with size_of, in[1] the input whose sizes to take */
 static int up_geometry(const struct dl_node *n, const struct dl_shape *in,
 		       struct ugeom *g, struct dl_error *err)
 {
-	char a[64];
+	char a[64], b[64];
 	int mode = (int)n->hp[HU_MODE].i, rc;
 	memset(g, 0, sizeof *g);
 	g->mode = mode;
@@ -879,14 +883,38 @@ static int up_geometry(const struct dl_node *n, const struct dl_shape *in,
 	int nsp = in->ndim - 2;
 	if ((rc = planes(n, in, nsp, &g->N, &g->C, &g->H, &g->W, err)))
 		return rc;
+	int sized = n->hp[HU_SIZE_OF].set;
+	if (sized == n->hp[HU_SCALE].set)
+		return dl_node_error(err, n, sized ? HU_SIZE_OF : -1,
+			"needs exactly one of scale_factor and size_of");
+	if (n->n_in != 1 + sized)
+		return dl_node_error(err, n, -1,
+			"takes one input (and the entry that size_of names), got %d", n->n_in);
+	if (sized && (in[1].ndim != in->ndim))
+		return dl_node_error(err, n, HU_SIZE_OF,
+			"size_of names an entry of shape %s, but the input is %s: they need the same rank",
+			dl_shape_str(&in[1], a, sizeof a), dl_shape_str(in, b, sizeof b));
 	double s[2];
-	if ((rc = dl_hp_ftuple(n, HU_SCALE, nsp, s, err)))
+	if (!sized && (rc = dl_hp_ftuple(n, HU_SCALE, nsp, s, err)))
 		return rc;
 	int64_t L[2] = {g->H, g->W}, O[2];
 	float r[2];
 	if (nsp == 1)
 		L[0] = g->W;
 	for (int i = 0; i < nsp; i++) {
+		if (sized) {
+			/* PyTorch's scale from sizes: in / out, in float */
+			O[i] = in[1].d[2 + i];
+			if (O[i] < 1)
+				return dl_node_error(err, n, HU_SIZE_OF,
+					"size_of names an entry of shape %s: its spatial sizes must be positive",
+					dl_shape_str(&in[1], a, sizeof a));
+			if (g->align && mode != MODE_NEAREST)
+				r[i] = O[i] > 1 ? (float)(L[i] - 1) / (float)(O[i] - 1) : 0.0f;
+			else
+				r[i] = (float)L[i] / (float)O[i];
+			continue;
+		}
 		double o = floor((double)L[i] * s[i]);
 		if (o < 1)
 			return dl_node_error(err, n, HU_SCALE,
@@ -1004,12 +1032,22 @@ static void upsample_backward(float *dx, const float *dy, const struct ugeom *g)
 	}
 }
 
+/* The shapes of the node's inputs (the input, and size_of's) in s. */
+static const struct dl_shape *up_shapes(const struct dl_node *n,
+					const struct dl_tensor *in, struct dl_shape *s)
+{
+	for (int i = 0; i < n->n_in && i < 2; i++)
+		s[i] = in[i].shape;
+	return s;
+}
+
 static void upsample_op_forward(struct dl_node *n, const struct dl_tensor *in,
 				struct dl_tensor *out, struct dl_ctx *ctx)
 {
 	struct ugeom g;
+	struct dl_shape s[2];
 	(void)ctx;
-	up_geometry(n, &in[0].shape, &g, NULL);
+	up_geometry(n, up_shapes(n, in, s), &g, NULL);
 	upsample_forward(out->data, in[0].data, &g);
 }
 
@@ -1018,11 +1056,12 @@ static void upsample_op_backward(struct dl_node *n, const struct dl_tensor *in,
 				 float *const *din, struct dl_ctx *ctx)
 {
 	struct ugeom g;
+	struct dl_shape s[2];
 	(void)out;
 	(void)ctx;
 	if (!din || !din[0])
 		return;
-	up_geometry(n, &in[0].shape, &g, NULL);
+	up_geometry(n, up_shapes(n, in, s), &g, NULL);
 	upsample_backward(din[0], dout, &g);
 }
 
@@ -1031,7 +1070,7 @@ static void upsample_op_backward(struct dl_node *n, const struct dl_tensor *in,
 static const struct dl_op_desc upsample_op = {
 	.name = "upsample",
 	.doc = "y[i] = x[floor(i/s)] (nearest) or x interpolated at (i + 0.5)/s - 0.5 (linear, bilinear)",
-	.min_in = 1, .max_in = 1,
+	.min_in = 1, .max_in = 2,
 	.hp = upsample_hp, .n_hp = N_UP_HP,
 	.infer = upsample_infer, .forward = upsample_op_forward, .backward = upsample_op_backward,
 	.flags = DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,

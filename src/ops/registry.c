@@ -23,6 +23,8 @@ extern const struct dl_op_desc *const dl_ops_parameter[];
 extern const struct dl_op_desc *const dl_ops_attention_decoder[];
 extern const struct dl_op_desc *const dl_ops_conv3d[];
 extern const struct dl_op_desc *const dl_ops_pool3d[];
+extern const struct dl_op_desc *const dl_ops_compare[];
+extern const struct dl_op_desc *const dl_ops_expand[];
 
 static const struct dl_op_desc *const *const families[] = {
 	dl_ops_linear, dl_ops_elementwise, dl_ops_activation, dl_ops_shape,
@@ -32,6 +34,7 @@ static const struct dl_op_desc *const *const families[] = {
 	dl_ops_parameter,
 	dl_ops_attention_decoder,
 	dl_ops_conv3d, dl_ops_pool3d,
+	dl_ops_compare, dl_ops_expand,
 };
 
 #define MAX_OPS 256

@@ -409,6 +409,7 @@ static int hp_text(const struct dl_hp_desc *d, const struct dl_hp_value *v,
 	case DL_HP_FLOATS:
 		return list_text(d, v, buf, size);
 	case DL_HP_ENTRIES:
+	case DL_HP_INPUT:
 		return 0;
 	}
 #undef PUT
