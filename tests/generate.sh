@@ -146,7 +146,8 @@ check "--stop ID ends decoding before that token" t_stop
 t_verbose() {
 	run_dlrun generate "$g/gpt-torch.yaml" --prompt-ids "2 3 4" -n 5 --greedy --verbose
 	expect_rc 0
-	expect_stderr_has "new tokens/s"
+	expect_stderr_has "new tokens/s)"
+	expect_stderr_has "prompt tokens/s"
 }
 check "--verbose reports tokens per second on stderr" t_verbose
 

@@ -201,41 +201,6 @@ void verb_note_filled(const struct dl_graph *g, int n_specs, int64_t filled)
 		(long long)filled, g->n_syms > 1 ? "them" : "it");
 }
 
-int verb_check_input_ids(const struct dl_graph *g, int v, const float *ids, int64_t count,
-			 const char *where, struct dl_error *err)
-{
-	for (int i = 0; i < g->n_nodes; i++) {
-		const struct dl_node *n = &g->nodes[i];
-		if (strcmp(n->op->name, "embedding") || n->n_in < 1 || n->in[0] != v ||
-		    n->n_params < 1)
-			continue;
-		int64_t vocab = n->params[0].shape.d[0];
-		for (int64_t j = 0; j < count; j++) {
-			float id = ids[j];
-			if (!(id >= 0 && id < (float)vocab && id == floorf(id)))
-				return dl_error_set(err, DL_EINPUT,
-						    "%s%s%s:%d:%d: embedding '%s': token id %.9g of input "
-						    "'%s' is out of range for its vocabulary of %lld "
-						    "(num_embeddings)", where ? where : "",
-						    where ? ": " : "", n->file, n->line, n->col,
-						    n->scope, (double)id, g->inputs[v].name,
-						    (long long)vocab);
-		}
-	}
-	return 0;
-}
-
-int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *err)
-{
-	for (int v = 0; v < g->n_inputs; v++) {
-		int rc = verb_check_input_ids(g, v, in[v], dl_shape_numel(&g->values[v].shape),
-					      NULL, err);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 int verb_fuse(void)
 {
 	const char *f = getenv("DLRUN_FUSE");

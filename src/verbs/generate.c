@@ -29,6 +29,8 @@ struct gen {
 	size_t *plen;
 	int streamed;           /* one prompt, text or ids: token by token */
 	int64_t printed;
+	int64_t firsts;         /* on_token calls: the first n end the prompts */
+	double t_prompts;       /* when every prompt had its first new token */
 	FILE *out;
 	int logits;             /* the logits output */
 };
@@ -76,8 +78,10 @@ static int on_token(void *arg, int64_t prompt, int64_t id, double lp)
 	struct gen *G = arg;
 	(void)prompt;
 	(void)lp;
+	if (++G->firsts == G->n)
+		G->t_prompts = now_s();
 	if (!G->streamed)
-		return 0;
+		return interrupted ? DL_ESIGNAL - SIGINT : 0;
 	if (G->fmt == FMT_TEXT)
 		put_token(G, id, 0);
 	else
@@ -641,10 +645,16 @@ static int gen_main(int argc, char **argv, struct dl_error *err)
 		int64_t ptok = 0;
 		for (int64_t p = 0; p < G.n; p++)
 			ptok += (int64_t)G.plen[p];
-		fprintf(stderr, "dlrun: %lld prompt%s (%lld tokens) and %lld new tokens in %.3f s: "
-			"%.1f new tokens/s\n", (long long)G.n, G.n == 1 ? "" : "s",
-			(long long)ptok, (long long)total, t1 - t0,
-			t1 > t0 ? (double)total / (t1 - t0) : 0.0);
+		double tp = G.t_prompts > 0 ? G.t_prompts - t0 : t1 - t0;
+		int64_t rest = total - G.n;
+		fprintf(stderr, "dlrun: %lld prompt%s, %lld tokens, and their first new tokens in "
+			"%.1f ms (%.1f prompt tokens/s); %lld more new tokens in %.1f ms (%.3f ms "
+			"per step of %lld, %.1f new tokens/s)\n", (long long)G.n,
+			G.n == 1 ? "" : "s", (long long)ptok, 1e3 * tp,
+			tp > 0 ? (double)ptok / tp : 0.0, (long long)(rest > 0 ? rest : 0),
+			1e3 * (t1 - t0 - tp),
+			rest > 0 ? 1e3 * (t1 - t0 - tp) / ((double)rest / (double)G.n) : 0.0,
+			(long long)G.n, rest > 0 && t1 - t0 > tp ? (double)rest / (t1 - t0 - tp) : 0.0);
 	}
 	for (int64_t p = 0; res && p < G.n; p++)
 		dl_gen_result_free(&res[p]);

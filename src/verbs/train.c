@@ -20,6 +20,7 @@
 #include "train/data.h"
 #include "train/dist.h"
 #include "train/loop.h"
+#include "engine/session.h"
 #include "verbs/verbs.h"
 
 struct cfg {
@@ -537,10 +538,10 @@ static int setup(struct run *R, struct dl_error *err)
 	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
 		if (!g->inputs[i].is_int)
 			continue;
-		rc = verb_check_input_ids(g, i, R->train.x[i].f, dl_shape_numel(&R->train.x[i].shape),
+		rc = dl_graph_check_input_ids(g, i, R->train.x[i].f, dl_shape_numel(&R->train.x[i].shape),
 					  strcmp(c->data, "-") == 0 ? "stdin" : c->data, err);
 		if (rc == 0 && R->val.n)
-			rc = verb_check_input_ids(g, i, R->val.x[i].f,
+			rc = dl_graph_check_input_ids(g, i, R->val.x[i].f,
 						  dl_shape_numel(&R->val.x[i].shape),
 						  c->val_data ? c->val_data : c->data, err);
 	}

@@ -63,15 +63,6 @@ int verb_infer_shapes_as(struct dl_graph *g, char **specs, int n_specs,
 			 int64_t batch, int64_t *filled, struct dl_error *err);
 /* Says on stderr which size verb_infer_shapes_as took (nothing for 0). */
 void verb_note_filled(const struct dl_graph *g, int n_specs, int64_t filled);
-/* Every token id that model input feeds straight to an embedding is a
- * whole number in [0, num_embeddings): else DL_EINPUT (bad input, exit 2)
- * naming the entry, the id and the vocabulary size (an id past it is an
- * error, not a zero vector). */
-int verb_check_ids(const struct dl_graph *g, float *const *in, struct dl_error *err);
-/* The same for the count values of input v, an error prefixed with where
- * ("d.npz: ") when not NULL. */
-int verb_check_input_ids(const struct dl_graph *g, int v, const float *ids, int64_t count,
-			 const char *where, struct dl_error *err);
 /* The environment's say on a session's run path: DLRUN_FUSE=0 turns the
  * fusion pass off, DLRUN_PACK=0 the packed weights. */
 struct dl_session;
