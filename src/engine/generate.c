@@ -74,6 +74,19 @@ int64_t dl_model_max_len(const struct dl_graph *g)
 	return max_len_of(g, 0);
 }
 
+/* Room for n ids in q (decoding reserves it all before the first step) */
+static int reserve(struct seq *q, size_t n)
+{
+	if (n <= q->cap)
+		return 0;
+	int64_t *p = realloc(q->ids, n * sizeof *p);
+	if (!p)
+		return -1;
+	q->ids = p;
+	q->cap = n;
+	return 0;
+}
+
 static int push(struct seq *q, int64_t id)
 {
 	if (q->len == q->cap) {
@@ -282,16 +295,9 @@ struct samp {
 	int stop_rc;            /* a callback's nonzero result */
 };
 
+/* r holds room for max_new ids (dl_generate reserves it) */
 static int add_result(struct dl_gen_result *r, int64_t id, double lp)
 {
-	int64_t *ids = realloc(r->ids, (r->n + 1) * sizeof *ids);
-	if (ids)
-		r->ids = ids;
-	double *l = realloc(r->logprobs, (r->n + 1) * sizeof *l);
-	if (l)
-		r->logprobs = l;
-	if (!ids || !l)
-		return -1;
 	r->ids[r->n] = id;
 	r->logprobs[r->n] = lp;
 	r->n++;
@@ -480,10 +486,7 @@ static int beam_step(struct beam *Bm, int64_t p, int first, struct dl_error *err
 		dst->pos = src->pos;
 		dst->score = c->score;
 		dst->done = 0;
-		double *lt = realloc(Bm->tlps[kept], (n + 2) * sizeof *lt);
-		if (!lt)
-			return dl_error_set(err, DL_ERUN, "out of memory");
-		Bm->tlps[kept] = lt;
+		double *lt = Bm->tlps[kept];
 		memcpy(lt, Bm->lps[r0 + c->beam], n * sizeof *lt);
 		lt[n] = c->lp;
 		/* the state travels with the sequence: into the spare rows */
@@ -644,9 +647,18 @@ int dl_generate(struct dl_session *s, int tok, int64_t n, const int64_t *const *
 	}
 	d->in = rowsin;
 	d->ishape = rshape;
+	size_t room = (size_t)(o->max_new > 0 ? o->max_new : 0) + 1;
+	for (int64_t p = 0; rc == 0 && B == 1 && p < n; p++) {
+		res[p].ids = malloc(room * sizeof *res[p].ids);
+		res[p].logprobs = malloc(room * sizeof *res[p].logprobs);
+		if (!res[p].ids || !res[p].logprobs)
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
+	}
 	for (int64_t r = 0; rc == 0 && r < d->rows; r++) {
 		struct seq *q = &d->q[r];
 		q->plen = len[r / B];
+		if (reserve(q, q->plen + room))
+			rc = dl_error_set(err, DL_ERUN, "out of memory");
 		for (size_t t = 0; t < q->plen && rc == 0; t++)
 			if (push(q, prompt[r / B][t]))
 				rc = dl_error_set(err, DL_ERUN, "out of memory");
@@ -672,6 +684,14 @@ int dl_generate(struct dl_session *s, int tok, int64_t n, const int64_t *const *
 				rc = dl_error_set(err, DL_ERUN, "out of memory");
 			for (int64_t p = 0; rc == 0 && p < n; p++)
 				Bm.best[p] = -INFINITY;
+			for (int b = 0; rc == 0 && b < B; b++) {
+				Bm.tlps[b] = malloc(room * sizeof *Bm.tlps[b]);
+				if (!Bm.tlps[b] || reserve(&Bm.tmp[b], longest + room))
+					rc = dl_error_set(err, DL_ERUN, "out of memory");
+			}
+			for (int64_t r = 0; rc == 0 && r < d->rows; r++)
+				if (!(Bm.lps[r] = malloc(room * sizeof *Bm.lps[r])))
+					rc = dl_error_set(err, DL_ERUN, "out of memory");
 		} else {
 			S.rng = calloc((size_t)d->rows, sizeof *S.rng);
 			if (!S.rng)
