@@ -178,6 +178,19 @@ int dl_graph_fuse(struct dl_graph *g)
 		}
 		*p = e;
 		h->epi = p;
+		/* the folded batch norm's scale and shift: room now, where out
+		 * of memory is an error, values at the first call */
+		if (p->bn >= 0) {
+			const struct dl_node *bn = &g->nodes[p->bn];
+			int64_t C = bn->params[dl_node_find_param(bn, "running_mean")].shape.d[0];
+			p->scale = malloc((size_t)(2 * C) * sizeof(float));
+			if (!p->scale) {
+				free(readers);
+				dl_graph_unfuse(g);
+				return -1;
+			}
+			p->shift = p->scale + C;
+		}
 		/* the last output is written from the head's step on; the others
 		 * share its buffer */
 		int last = g->nodes[e.last].out;
@@ -199,23 +212,20 @@ void dl_epilogue_prepare(struct dl_graph *g, struct dl_node *h)
 	struct dl_epilogue *e = h->epi;
 	int b = dl_node_find_param(h, "bias");
 	e->bias = b >= 0 ? h->params[b].data : NULL;
-	if (e->bn >= 0 && !e->scale) {
+	if (e->bn >= 0) {
+		/* scale and shift have their room from dl_graph_fuse */
 		const struct dl_node *n = &g->nodes[e->bn];
 		int64_t C = n->params[dl_node_find_param(n, "running_mean")].shape.d[0];
 		int w = dl_node_find_param(n, "weight"), bb = dl_node_find_param(n, "bias");
 		const float *rm = n->params[dl_node_find_param(n, "running_mean")].data;
 		const float *rv = n->params[dl_node_find_param(n, "running_var")].data;
 		const struct dl_hp_value *eps = hp_of(n, "eps");
-		e->scale = malloc((size_t)(2 * C) * sizeof(float));
-		if (e->scale) {
-			e->shift = e->scale + C;
-			/* as batch_norm's eval forward: bn_running, bn_forward */
-			for (int64_t c = 0; c < C; c++) {
-				float rstd = (float)(1.0 / sqrt((double)rv[c] + (eps ? eps->f : 1e-5)));
-				float s = rstd * (w >= 0 ? n->params[w].data[c] : 1.0f);
-				e->scale[c] = s;
-				e->shift[c] = (bb >= 0 ? n->params[bb].data[c] : 0.0f) - rm[c] * s;
-			}
+		/* as batch_norm's eval forward: bn_running, bn_forward */
+		for (int64_t c = 0; c < C; c++) {
+			float rstd = (float)(1.0 / sqrt((double)rv[c] + (eps ? eps->f : 1e-5)));
+			float s = rstd * (w >= 0 ? n->params[w].data[c] : 1.0f);
+			e->scale[c] = s;
+			e->shift[c] = (bb >= 0 ? n->params[bb].data[c] : 0.0f) - rm[c] * s;
 		}
 	}
 	e->ready = 1;

@@ -32,7 +32,7 @@ int dl_graph_fuse(struct dl_graph *g);
 /* Frees what dl_graph_fuse set on the nodes. */
 void dl_graph_unfuse(struct dl_graph *g);
 /* Makes e's scale and shift from the batch norm's parameters (once: the
- * weights are fixed). */
+ * weights are fixed), in the room dl_graph_fuse gave them. */
 void dl_epilogue_prepare(struct dl_graph *g, struct dl_node *n);
 
 /* y[0..n) of output channel c; r: the residual at the same place, or NULL
