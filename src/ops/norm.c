@@ -91,8 +91,9 @@ static int bn_infer(struct dl_node *n, const struct dl_shape *in,
 	}
 	*out = in[0];
 	n->saved_bytes = (size_t)(2 * C) * sizeof(float);   /* mean, rstd */
-	n->ws_bytes = (size_t)(2 * C) * sizeof(float);      /* the same, when
-	                                                     * nothing was saved */
+	/* the same when nothing was saved; with --sync-batch-norm the sums
+	 * the processes all-reduce, 2 C + 1 doubles */
+	n->ws_bytes = (size_t)(2 * C + 1) * sizeof(double);
 	n->macs = 2 * N * C * S;
 	return 0;
 }
@@ -271,13 +272,12 @@ static void bn_backward(float *dx, float *dw, float *db, const float *dy, const 
 /* --sync-batch-norm: bn_stats over the samples of every process (sums of
  * x and x^2 and the count all-reduced in double), so each process
  * normalises with the statistics of the whole global batch. */
-static void bn_stats_sync(const struct dl_shard *sh, float *mean, float *rstd, float *rm,
-			  float *rv, double momentum, const float *x, int64_t N, int64_t C,
-			  int64_t S, double eps)
+static void bn_stats_sync(const struct dl_shard *sh, double *buf, float *mean, float *rstd,
+			  float *rm, float *rv, double momentum, const float *x, int64_t N,
+			  int64_t C, int64_t S, double eps)
 {
-	double *buf = calloc((size_t)(2 * C + 1), sizeof *buf);
-	if (!buf)
-		abort();   /* C doubles; the collective cannot be skipped */
+	/* buf: 2 C + 1 doubles of the node's workspace, planned */
+	memset(buf, 0, (size_t)(2 * C + 1) * sizeof *buf);
 	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
 	for (int64_t c = 0; c < C; c++)
 		bn_channel_sums(x, N, C, S, c, &buf[c], &buf[C + c]);
@@ -285,7 +285,6 @@ static void bn_stats_sync(const struct dl_shard *sh, float *mean, float *rstd, f
 	sh->allreduce(sh, buf, (int)(2 * C + 1));
 	for (int64_t c = 0; c < C; c++)
 		bn_set_stats(mean, rstd, rm, rv, momentum, c, buf[c], buf[C + c], buf[2 * C], eps);
-	free(buf);
 }
 
 /* bn_backward with the batch means of dy and dy xhat taken over every
@@ -293,13 +292,11 @@ static void bn_stats_sync(const struct dl_shard *sh, float *mean, float *rstd, f
  * gradients count sh->weight in the global one, so the sums are weighted
  * before the all-reduce and dx is scaled back by 1 / weight. dw and db get
  * the local sums (the gradient all-reduce weights them). */
-static void bn_backward_sync(const struct dl_shard *sh, float *dx, float *dw, float *db,
-			     const float *dy, const float *x, const float *mean,
+static void bn_backward_sync(const struct dl_shard *sh, double *buf, float *dx, float *dw,
+			     float *db, const float *dy, const float *x, const float *mean,
 			     const float *rstd, const float *w, int64_t N, int64_t C, int64_t S)
 {
-	double *buf = calloc((size_t)(2 * C + 1), sizeof *buf);
-	if (!buf)
-		abort();
+	memset(buf, 0, (size_t)(2 * C + 1) * sizeof *buf);
 	#pragma omp parallel for schedule(static) if (N * C * S > PAR_MIN)
 	for (int64_t c = 0; c < C; c++) {
 		double sdy, sdyx;
@@ -321,7 +318,6 @@ static void bn_backward_sync(const struct dl_shard *sh, float *dx, float *dw, fl
 				      (float)(buf[c] / M / sh->weight),
 				      (float)(buf[C + c] / M / sh->weight), N, C, S, c);
 	}
-	free(buf);
 }
 
 /* Running statistics as mean and rstd. */
@@ -344,7 +340,8 @@ static void bn_op_forward(struct dl_node *n, const struct dl_tensor *in,
 	float *stats = ctx->saved ? ctx->saved : ctx->ws;
 	float *mean = stats, *rstd = stats + C;
 	if (ctx->train && ctx->saved && ctx->shard && ctx->shard->sync_bn)
-		bn_stats_sync(ctx->shard, mean, rstd, rm, rv, mom, in[0].data, N, C, S, eps);
+		bn_stats_sync(ctx->shard, ctx->ws, mean, rstd, rm, rv, mom, in[0].data, N, C, S,
+			      eps);
 	else if (ctx->train || !rm)
 		bn_stats(mean, rstd, ctx->train ? rm : NULL, rv, mom, in[0].data,
 			 N, C, S, eps);
@@ -377,7 +374,7 @@ static void bn_op_backward(struct dl_node *n, const struct dl_tensor *in,
 			bn_running(mean, rstd, rm, rv, C, eps);
 	}
 	if (batch && ctx->saved && ctx->shard && ctx->shard->sync_bn) {
-		bn_backward_sync(ctx->shard, din ? din[0] : NULL, param_grad(n, "weight"),
+		bn_backward_sync(ctx->shard, ctx->ws, din ? din[0] : NULL, param_grad(n, "weight"),
 				 param_grad(n, "bias"), dout, in[0].data, mean, rstd,
 				 param_data(n, "weight"), N, C, S);
 		return;
