@@ -13,11 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/sniff.h"
+#include "model/vocab.h"
 #include "model/yamlutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/dist.h"
 #include "train/loop.h"
+#include "train/text.h"
 #include "verbs/verbs.h"
 
 struct cfg {
@@ -28,6 +31,8 @@ struct cfg {
 	int nesterov, wd_set, betas_set, eps_set;
 	double clip, gamma, min_lr;
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
+	long long context;          /* --context: a text corpus's window; 0: default */
+	const char *label;          /* --label: a CSV table's label column */
 	int shuffle, progress, sync_bn;
 	int ignore_extra;           /* --ignore-extra */
 	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
@@ -83,8 +88,10 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	INT(batch, "batch-size", 1)
 	INT(seed, "seed", 0)
 	INT(ckpt_every, "checkpoint-every", 1)
+	INT(context, "context", 1)
 	STR(data, "data")
 	STR(labels, "labels")
+	STR(label, "label")
 	STR(val_data, "val-data")
 	STR(val_labels, "val-labels")
 	STR(loss, "loss")
@@ -326,6 +333,58 @@ static void input_names(const struct dl_graph *g, char *buf, size_t size)
 					 g->inputs[i].name);
 }
 
+/* A text corpus for a model with a vocab: windows of the token input's
+ * length T (--context, else the model's longest). */
+static int load_text(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	struct dl_graph *g = R->g;
+	const struct dl_input_spec *in = &g->inputs[0];
+	if (g->n_inputs != 1 || !in->is_int || in->ndim != 1)
+		return dl_error_set(err, DL_EINPUT, "%s: a text corpus feeds a model whose one "
+				    "input is its token ids, {shape: [T], dtype: int}; %s:%d:%d: "
+				    "input '%s' is not", c->data, g->file, in->line, in->col,
+				    g->n_inputs != 1 ? g->inputs[1].name : in->name);
+	if (c->labels)
+		return dl_error_set(err, DL_EINPUT, "train: %s is a text corpus, its own labels "
+				    "(each window's next tokens); --labels does not go with it",
+				    c->data);
+	if (!spec->ids)
+		return dl_error_set(err, DL_EINPUT, "train: %s is a text corpus, whose labels are "
+				    "token ids; --loss %s takes float targets (use cross_entropy "
+				    "or nll)", c->data, c->loss);
+	int64_t T = in->d[0];
+	if (T > 0 && c->context && c->context != T)
+		return dl_error_set(err, DL_EINPUT, "train: --context %lld, but the model's token "
+				    "input '%s' has a fixed length %lld (%s:%d:%d)", c->context,
+				    in->name, (long long)T, g->file, in->line, in->col);
+	if (T < 0)
+		T = c->context ? c->context : dl_model_max_context(g);
+	if (T < 0)
+		return dl_error_set(err, DL_EINPUT, "train: give --context T for the text corpus "
+				    "%s: the model's token input '%s' has a symbolic length and no "
+				    "max_len (a learned positional_encoding's) bounds it", c->data,
+				    in->name);
+	const struct dl_vocab *v = dl_model_vocab(g);
+	int rc = dl_text_load(&R->train, c->data, v, T, err);
+	if (rc)
+		return rc;
+	if (c->val_data) {
+		enum dl_file_kind k;
+		if ((rc = dl_sniff_path(c->val_data, &k, err)) != 0)
+			return rc;
+		if (k != DL_FILE_TEXT && k != DL_FILE_CSV)
+			return dl_error_set(err, DL_EINPUT, "%s: %s, but --data is a text corpus; "
+					    "--val-data takes a text too", c->val_data,
+					    dl_file_kind_name(k));
+		if ((rc = dl_text_load(&R->val, c->val_data, v, T, err)) == 0)
+			rc = dl_text_as_val(&R->val, c->val_data, err);
+	} else if (c->val_split > 0) {
+		rc = dl_text_split(&R->train, &R->val, c->val_split, err);
+	}
+	return rc;
+}
+
 /* Training and validation data as the model's inputs and the loss want. */
 static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
 {
@@ -334,6 +393,23 @@ static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_e
 	int npz = is_npz(c->data), rc;
 	char names[512];
 	input_names(g, names, sizeof names);
+	/* the kind of --data by its content (io/sniff.h) */
+	enum dl_file_kind kind = DL_FILE_UNKNOWN;
+	if (strcmp(c->data, "-") != 0) {
+		struct dl_error probe = {0};
+		if (dl_sniff_path(c->data, &kind, &probe) != 0)
+			kind = DL_FILE_UNKNOWN;   /* the readers below say why */
+		if (kind == DL_FILE_ZIP)
+			npz = 1;
+		else if (kind == DL_FILE_NPY)
+			npz = 0;
+	}
+	if ((kind == DL_FILE_TEXT || kind == DL_FILE_CSV) && dl_model_vocab(g))
+		return load_text(R, spec, err);
+	if (kind == DL_FILE_TEXT)
+		return dl_error_set(err, DL_EINPUT, "%s: UTF-8 text, but the model has no vocab: "
+				    "to encode it (see dlrun-model(5)); a CSV table needs a "
+				    "header line of comma-separated column names", c->data);
 	if (strcmp(c->data, "-") == 0) {
 		if (c->labels)
 			return dl_error_set(err, DL_EINPUT, "train: --data - reads, per step, one array "
@@ -448,7 +524,16 @@ static int setup(struct run *R, struct dl_error *err)
 					    msg, g->output_names[t->step.out]);
 		return dl_error_set(err, DL_EINPUT, "%s: %s", yname, msg);
 	}
-	if (ids) {
+	if (R->train.text) {
+		/* the vocabulary against the logits; the ids against the
+		 * embedding (the largest one stands for all) */
+		float top = (float)R->train.text->max_id;
+		rc = dl_vocab_check_output(g, t->step.out, err);
+		if (rc == 0)
+			rc = verb_check_input_ids(g, 0, &top, 1, c->data, err);
+		if (rc)
+			return rc;
+	} else if (ids) {
 		rc = dl_loss_check_labels(R->train.y.ids, dl_shape_numel(&R->train.y.shape), cols,
 					  c->ignore_index, yname, err);
 		if (rc == 0 && R->val.n)
@@ -461,7 +546,7 @@ static int setup(struct run *R, struct dl_error *err)
 	}
 	/* token ids that feed an embedding: in its vocabulary, as infer checks
 	 * them (else they would look up zero vectors, silently) */
-	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
+	for (int i = 0; rc == 0 && !R->train.text && i < g->n_inputs; i++) {
 		if (!g->inputs[i].is_int)
 			continue;
 		rc = verb_check_input_ids(g, i, R->train.x[i].f, dl_shape_numel(&R->train.x[i].shape),
@@ -693,6 +778,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"resume", required_argument, NULL, 0}, {"log", required_argument, NULL, 0},
 		{"threads", required_argument, NULL, 't'}, {"progress", no_argument, NULL, 'P'},
 		{"max-memory", required_argument, NULL, 0},
+		{"context", required_argument, NULL, 0}, {"label", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"sync-batch-norm", no_argument, NULL, 'B'},
 		{"help", no_argument, NULL, 'h'}, {"ignore-extra", no_argument, NULL, 'X'},
