@@ -75,7 +75,7 @@ enum dl_file_kind dl_sniff_bytes(const unsigned char *b, size_t n, int complete)
 	size_t at = 0;
 	long head = line_commas(b, n, &at, complete);
 	long row = at < n ? line_commas(b, n, &at, complete) : -1;
-	return head > 0 && row == head ? DL_FILE_CSV : DL_FILE_TEXT;
+	return head > 0 && row > 0 ? DL_FILE_CSV : DL_FILE_TEXT;
 }
 
 int dl_sniff_path(const char *path, enum dl_file_kind *kind, struct dl_error *err)

@@ -20,6 +20,7 @@
 #include "train/data.h"
 #include "train/dist.h"
 #include "train/loop.h"
+#include "train/table.h"
 #include "train/text.h"
 #include "verbs/verbs.h"
 
@@ -202,6 +203,7 @@ struct run {
 	struct cfg c;
 	struct dl_graph *g;
 	struct dl_dataset train, val;
+	struct dl_table_classes classes;   /* a CSV table's class names */
 	struct dl_trainer t;
 	struct dl_dist dist;   /* data-parallel over MPI; size 1: one process */
 	FILE *log;
@@ -385,6 +387,51 @@ static int load_text(struct run *R, const struct dl_data_spec *spec, struct dl_e
 	return rc;
 }
 
+/* A CSV table: the label column (--label, default the last) and float
+ * features; class names become ids in sorted order, said once on stderr. */
+static int load_table(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	struct dl_graph *g = R->g;
+	const struct dl_input_spec *in = &g->inputs[0];
+	if (g->n_inputs != 1)
+		return dl_error_set(err, DL_EINPUT, "%s: a CSV table feeds a model with one input "
+				    "of features; this one has %d", c->data, g->n_inputs);
+	if (c->labels)
+		return dl_error_set(err, DL_EINPUT, "train: %s is a CSV table, whose label "
+				    "column gives the labels (--label COLUMN, default the last); "
+				    "--labels does not go with it", c->data);
+	int rc = dl_table_load(&R->train, c->data, c->label, spec->ids, NULL, &R->classes, err);
+	if (rc)
+		return rc;
+	int64_t F = R->train.x[0].shape.d[1];
+	if (in->ndim != 1 || (in->d[0] >= 0 && in->d[0] != F))
+		return dl_error_set(err, DL_EINPUT, "%s: %lld feature columns, but the model's "
+				    "input '%s' (%s:%d:%d) does not take [%lld] per sample",
+				    c->data, (long long)F, in->name, g->file, in->line, in->col,
+				    (long long)F);
+	if (R->classes.n && c->progress != 0 && R->dist.rank == 0) {
+		fprintf(stderr, "%s: classes of column '%s':", c->data, R->classes.column);
+		for (int i = 0; i < R->classes.n; i++)
+			fprintf(stderr, "%s %d %s", i ? "," : "", i, R->classes.name[i]);
+		fputc('\n', stderr);
+	}
+	if (c->val_data) {
+		enum dl_file_kind k;
+		if ((rc = dl_sniff_path(c->val_data, &k, err)) != 0)
+			return rc;
+		if (k != DL_FILE_CSV)
+			return dl_error_set(err, DL_EINPUT, "%s: %s, but --data is a CSV table; "
+					    "--val-data takes a table with the same columns",
+					    c->val_data, dl_file_kind_name(k));
+		rc = dl_table_load(&R->val, c->val_data, c->label, spec->ids, &R->classes, NULL,
+				   err);
+	} else if (c->val_split > 0) {
+		rc = dl_dataset_split(&R->train, &R->val, c->val_split, err);
+	}
+	return rc;
+}
+
 /* Training and validation data as the model's inputs and the loss want. */
 static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
 {
@@ -406,6 +453,11 @@ static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_e
 	}
 	if ((kind == DL_FILE_TEXT || kind == DL_FILE_CSV) && dl_model_vocab(g))
 		return load_text(R, spec, err);
+	if (c->label && kind != DL_FILE_CSV)
+		return dl_error_set(err, DL_EINPUT, "train: --label names a column of a CSV "
+				    "table, but %s is %s", c->data, dl_file_kind_name(kind));
+	if (kind == DL_FILE_CSV)
+		return load_table(R, spec, err);
 	if (kind == DL_FILE_TEXT)
 		return dl_error_set(err, DL_EINPUT, "%s: UTF-8 text, but the model has no vocab: "
 				    "to encode it (see dlrun-model(5)); a CSV table needs a "
@@ -899,6 +951,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	dl_trainer_free(&R.t);
 	dl_dataset_free(&R.train);
 	dl_dataset_free(&R.val);
+	dl_table_classes_free(&R.classes);
 	dl_graph_free(R.g);
 	return rc;
 }
