@@ -86,7 +86,7 @@ static const char *const train_keys[] = {
 	"clip_grad_norm", "lr_schedule", "step_size", "gamma", "min_lr",
 	"warmup", "seed", "shuffle", "ignore_index", "val_split",
 	"checkpoint_every", "loss_output", "threads", "max_memory", "ignore_extra",
-	"sync_batch_norm", NULL};
+	"sync_batch_norm", "context", NULL};
 
 static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -958,7 +958,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 
 const struct verb verb_train = {
 	"train",
-	"train a model on .npy/.npz data",
+	"train a model on .npy/.npz data, a text corpus or a CSV table",
 	"usage: dlrun train MODEL.yaml --data X [--labels Y] [options]\n"
 	"\n"
 	"Data:     --data X.npy --labels Y.npy (one input), or --data D.npz (one\n"
@@ -966,6 +966,10 @@ const struct verb verb_train = {
 	"          <input>_val and y_val, when present, are the validation set),\n"
 	"          or --data - (per step one .npy per input in the model's\n"
 	"          order, then the labels, on stdin; concatenated)\n"
+	"          --data corpus.txt (a model with a vocab): windows of\n"
+	"          --context T ids at random offsets, labels the next ids\n"
+	"          --data table.csv (a header line): --label COLUMN (default\n"
+	"          the last; class names become ids in sorted order)\n"
 	"          --val-data X --val-labels Y | --val-split F\n"
 	"Loss:     --loss cross_entropy|nll|mse|bce_with_logits  --ignore-index I\n"
 	"          --loss-output NAME (the output the loss applies to; default\n"
