@@ -12,6 +12,7 @@ int main(void)
 	srunner_add_suite(sr, make_train_suite());
 	srunner_add_suite(sr, make_attention_suite());
 	srunner_add_suite(sr, make_vocab_suite());
+	srunner_add_suite(sr, make_textdata_suite());
 	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -11,5 +11,6 @@ Suite *make_conv_suite(void);
 Suite *make_train_suite(void);
 Suite *make_attention_suite(void);
 Suite *make_vocab_suite(void);
+Suite *make_textdata_suite(void);
 
 #endif

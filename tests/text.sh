@@ -45,6 +45,23 @@ t_windows() {
 }
 check "text windows for --seed 3 equal get_batch's (tools/gen_text_fixtures.py)" t_windows
 
+t_resume() {
+	cd "$tmp" || return 1
+	run_dlrun train "$D/char.yaml" --data "$D/corpus.txt" --epochs 2 --batch-size 16 \
+		--seed 3 --checkpoint ck.safetensors --checkpoint-every 3 -o r.safetensors -q
+	expect_rc 0 || return 1
+	# the last checkpoint is step 6 of 8, in the second epoch
+	run_dlrun train "$D/char.yaml" --data "$D/corpus.txt" --epochs 2 --batch-size 16 \
+		--seed 3 --resume ck.safetensors -o resumed.safetensors -q
+	expect_rc 0 || return 1
+	cmp -s r.safetensors text.safetensors ||
+		fail "a checkpointed run ends otherwise than a plain one"
+	cmp -s resumed.safetensors text.safetensors ||
+		fail "a run resumed at step 6 ends otherwise than an uninterrupted one"
+	cd - >/dev/null || return 1
+}
+check "a text run resumed from a checkpoint ends as an uninterrupted one" t_resume
+
 # first_last LOG KEY: the first and the last value of KEY in a JSON-lines log
 first_last() {
 	sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" "$1" | sed -n '1p;$p' | tr '\n' ' '
