@@ -3,7 +3,8 @@
 # - the windows dlrun draws for a seed are get_batch's: two epochs on
 #   tests/data/text/corpus.txt give the same weights, byte for byte, as one
 #   epoch in file order on windows.npz, the windows tools/gen_text_fixtures.py
-#   draws with a get_batch reference (and another seed does not);
+#   draws with a get_batch reference (and another seed does not); a run
+#   resumed from a checkpoint draws the same windows;
 # - a character model trains a few epochs (the loss falls), with
 #   --val-split and with --val-data;
 # - bad input: a character outside the vocabulary (file:line:col and its
