@@ -86,6 +86,9 @@ int dl_sniff_path(const char *path, enum dl_file_kind *kind, struct dl_error *er
 		*kind = DL_FILE_DIR;
 		return 0;
 	}
+	/* a pipe's bytes, once read, are gone for its reader */
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return 0;
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return dl_error_set(err, DL_EINPUT, "%s: cannot open: %s", path, strerror(errno));

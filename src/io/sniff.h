@@ -27,7 +27,8 @@ enum dl_file_kind {
  * multi-byte character cut at the end of a partial read is not an error). */
 enum dl_file_kind dl_sniff_bytes(const unsigned char *b, size_t n, int complete);
 /* The kind of the file at path (its first 64 KiB). A path that cannot be
- * opened is DL_EINPUT, naming it. */
+ * opened is DL_EINPUT, naming it; a pipe or device is not read (it could
+ * not be read again) and is DL_FILE_UNKNOWN. */
 int dl_sniff_path(const char *path, enum dl_file_kind *kind, struct dl_error *err);
 /* For messages: "a .npy array", "a PNG image", "UTF-8 text", ... */
 const char *dl_file_kind_name(enum dl_file_kind k);

@@ -126,8 +126,8 @@ int dl_text_load(struct dl_dataset *d, const char *path, const struct dl_vocab *
 	const unsigned char *text = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (text == MAP_FAILED)
-		return dl_error_set(err, DL_ERUN, "%s: cannot map the text: %s", path,
-				    strerror(errno));
+		return dl_error_set(err, DL_EINPUT, "%s: cannot map the text (a corpus is "
+				    "read from a file, not a pipe): %s", path, strerror(errno));
 	madvise((void *)text, size, MADV_SEQUENTIAL);
 	struct dl_text *x = calloc(1, sizeof *x);
 	d->x = calloc(1, sizeof *d->x);
