@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (at != size)
 			abort();
 		free(ids);
-	} else if (err.code != DL_EINPUT || !strstr(err.msg, "is not in the vocabulary")) {
+	} else if (err.code != DL_EINPUT || !strstr(err.msg, "not in the vocabulary of fuzz.yaml")) {
 		abort();
 	}
 	return 0;
