@@ -35,6 +35,8 @@ START_TEST(test_sniff)
 	ck_assert_int_eq(KIND("a, b\nc d\n"), DL_FILE_TEXT);
 	ck_assert_int_eq(KIND("\"a,b\"\n\"c,d\"\n"), DL_FILE_TEXT);
 	ck_assert_int_eq(KIND("a,b,y\n1,2,3\n"), DL_FILE_CSV);
+	ck_assert_int_eq(KIND("a,b,y\n"), DL_FILE_CSV);
+	ck_assert_int_eq(kind_of("a,b,y\n", 6, 0), DL_FILE_TEXT);
 	ck_assert_int_eq(KIND("a,\"b\nc\",y\n1,2,3\n"), DL_FILE_CSV);
 	/* NUL bytes, bad UTF-8: not text */
 	ck_assert_int_eq(KIND("ab\0cd"), DL_FILE_UNKNOWN);

@@ -156,6 +156,12 @@ t_features() {
 }
 check "a table with other features than the model takes" t_features
 
+t_no_rows() {
+	printf 'a,b,c,d,kind\n' >"$tmp/header.csv"
+	bad_table "header.csv: a header and no rows" -- "$D/mlp.yaml" --data "$tmp/header.csv"
+}
+check "a header and no rows" t_no_rows
+
 t_label_not_csv() {
 	bad_table "--label names a column of a CSV table" "a .npy array" -- \
 		"$D/mlp.yaml" --data "$D/x.npy" --labels "$D/y.npy" --label kind

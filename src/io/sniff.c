@@ -74,7 +74,8 @@ enum dl_file_kind dl_sniff_bytes(const unsigned char *b, size_t n, int complete)
 		return DL_FILE_UNKNOWN;
 	size_t at = 0;
 	long head = line_commas(b, n, &at, complete);
-	long row = at < n ? line_commas(b, n, &at, complete) : -1;
+	/* a header alone is a table too (of no rows: the reader says so) */
+	long row = at < n ? line_commas(b, n, &at, complete) : complete ? 1 : -1;
 	return head > 0 && row > 0 ? DL_FILE_CSV : DL_FILE_TEXT;
 }
 

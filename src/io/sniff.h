@@ -17,10 +17,10 @@ enum dl_file_kind {
 	DL_FILE_PNG,       /* \x89PNG\r\n\x1a\n */
 	DL_FILE_JPEG,      /* \xff\xd8\xff */
 	DL_FILE_TEXT,      /* UTF-8 text without NUL bytes */
-	DL_FILE_CSV,       /* text whose first two lines hold commas (outside
-	                    * double quotes): a table with a header (a row
-	                    * with a field too many or too few is the CSV
-	                    * reader's to name) */
+	DL_FILE_CSV,       /* text whose first two lines (or only line) hold
+	                    * commas outside double quotes: a table with a
+	                    * header (a row with a field too many or too few
+	                    * is the CSV reader's to name) */
 };
 
 /* The kind of the first n bytes of a file (all of it when complete: a
