@@ -15,6 +15,7 @@ int main(void)
 	srunner_add_suite(sr, make_monitor_suite());
 	srunner_add_suite(sr, make_ops3d_suite());
 	srunner_add_suite(sr, make_round3_suite());
+	srunner_add_suite(sr, make_textdata_suite());
 	srunner_run_all(sr, CK_ENV);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

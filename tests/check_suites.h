@@ -14,5 +14,6 @@ Suite *make_vocab_suite(void);
 Suite *make_monitor_suite(void);
 Suite *make_ops3d_suite(void);
 Suite *make_round3_suite(void);
+Suite *make_textdata_suite(void);
 
 #endif

@@ -29,6 +29,18 @@ inputs: {x: {shape: [N]}}
 layers:
   - relu
 YAML
+# tables (tests/fuzz/fuzz_csv.c) of any number of features
+cat >"$d/table.yaml" <<'YAML'
+inputs: {x: {shape: [F]}}
+layers:
+  - linear: {out_features: 2}
+YAML
+# the vocabulary of tests/fuzz/fuzz_vocab.c
+cat >"$d/vocab.yaml" <<'YAML'
+inputs: {idx: {shape: [T], dtype: int}}
+vocab: ["\n", " ", a, b, c, ab, abc, ca, "é", "€", "é€", "\t", x]
+layers: [embedding: {num_embeddings: 13, embedding_dim: 2}, linear: {out_features: 13}]
+YAML
 
 # clean: the last run ended by itself with 0, 1 or 2, and a failure said
 # one line
@@ -57,6 +69,9 @@ replay() {
 	safetensors) run_bounded infer "$d/m.yaml" -w "$2" -o "$d/out.npy" </dev/null ;;
 	npz) run_bounded train "$d/m.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
 	onnx) run_bounded import "$2" -o "$d/onnx/m.yaml" ;;
+	csv) run_bounded train "$d/table.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
+	vocab) run_bounded train "$d/vocab.yaml" --data "$2" --context 2 --epochs 1 -q \
+		-o "$d/out.safetensors" ;;
 	infer)
 		if [ "$(head -c 1 "$2" | od -An -tu1 | tr -d ' ')" = 147 ]; then
 			run_bounded infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
@@ -75,7 +90,7 @@ if "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null; then
 	onnx=onnx
 fi
 
-for target in model npy text safetensors npz infer onnx; do
+for target in model npy text safetensors npz infer onnx csv vocab; do
 	for f in "$fz/corpus/$target"/* "$fz/regress/$target"/*; do
 		[ -f "$f" ] || continue
 		if [ "$target" = onnx ] && [ -z "$onnx" ]; then

@@ -88,7 +88,7 @@ static const char *const train_keys[] = {
 	"checkpoint_every", "loss_output", "threads", "max_memory", "ignore_extra",
 	"sync_batch_norm",
 	"keep_best", "monitor", "early_stopping", "min_delta", "factor", "patience",
-	"log_every", "keep_checkpoints", NULL};
+	"log_every", "keep_checkpoints", "context", NULL};
 
 static int lerr(struct loader *L, const yaml_node_t *at, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

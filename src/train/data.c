@@ -11,6 +11,7 @@
 #include "io/npy.h"
 #include "io/npz.h"
 #include "train/data.h"
+#include "train/text.h"
 
 static void array_free(struct dl_array *a)
 {
@@ -31,6 +32,7 @@ void dl_dataset_free(struct dl_dataset *d)
 		array_free(&d->x[i]);
 	free(d->x);
 	array_free(&d->y);
+	dl_text_free(d->text);
 	memset(d, 0, sizeof *d);
 }
 

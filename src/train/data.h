@@ -42,6 +42,8 @@ struct dl_dataset {
 	struct dl_array *x;      /* [n_x]: one per model input, in its order */
 	struct dl_array y;       /* labels: y.ids or y.f */
 	int64_t steps;           /* steps read from a stream */
+	struct dl_text *text;    /* a text corpus (train/text.h): then x[0]
+	                          * and y hold shapes only, [n, T] */
 };
 
 /* Reads a dataset from an .npz: one array per model input named as the

@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "train/loop.h"
+#include "train/text.h"
 
 static double now(void)
 {
@@ -57,7 +58,11 @@ static int plan_for(struct dl_trainer *t, const struct dl_dataset *d, int64_t b,
 static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64_t *idx,
 		   int64_t b, struct dl_batch *bt)
 {
-	for (int k = 0; k < d->n_x; k++) {
+	const struct dl_text *x = d->text;   /* windows of a text corpus */
+	for (int64_t i = 0; x && i < b; i++)
+		dl_text_window(x, x->consecutive ? idx[i] * x->T : idx[i], t->bx[0] + i * x->T,
+			       t->bids + i * x->T);
+	for (int k = 0; !x && k < d->n_x; k++) {
 		int64_t xs = dl_array_sample_numel(&d->x[k]);
 		int one = dl_array_broadcast(&d->x[k], d->n);   /* row 0 for every sample */
 		for (int64_t i = 0; i < b; i++)
@@ -65,7 +70,7 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 			       (size_t)xs * sizeof(float));
 	}
 	int64_t ys = dl_array_sample_numel(&d->y);
-	for (int64_t i = 0; i < b; i++) {
+	for (int64_t i = 0; !x && i < b; i++) {
 		if (d->y.ids)
 			memcpy(t->bids + i * ys, d->y.ids + idx[i] * ys, (size_t)ys * sizeof *t->bids);
 		else
@@ -75,8 +80,8 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 	bt->in = t->bx;
 	bt->yshape = d->y.shape;
 	bt->yshape.d[0] = b;
-	bt->ids = d->y.ids ? t->bids : NULL;
-	bt->targets = d->y.ids ? NULL : t->by;
+	bt->ids = d->y.ids || x ? t->bids : NULL;
+	bt->targets = d->y.ids || x ? NULL : t->by;
 }
 
 /* The data-parallel run's dl_dist, or NULL for one process. */
@@ -285,7 +290,10 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 		dl_rng_seed(&order, (uint64_t)t->seed * 1000003u + (uint64_t)t->pos.epoch + 1);
 		for (int64_t i = 0; i < n; i++)
 			t->perm[i] = i;
-		if (t->shuffle)
+		if (t->train->text)   /* random windows, as get_batch */
+			dl_text_offsets(t->train->text, t->seed, t->pos.epoch, t->shuffle,
+					t->perm, n);
+		else if (t->shuffle)
 			for (int64_t i = n - 1; i > 0; i--) {
 				int64_t j = (int64_t)dl_rng_below(&order, (uint64_t)i + 1);
 				int64_t tmp = t->perm[i];

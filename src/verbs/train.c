@@ -15,12 +15,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/sniff.h"
+#include "model/vocab.h"
 #include "model/yamlutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
 #include "train/dist.h"
 #include "train/loop.h"
 #include "engine/session.h"
+#include "train/table.h"
+#include "train/text.h"
 #include "verbs/verbs.h"
 
 struct cfg {
@@ -31,6 +35,8 @@ struct cfg {
 	int nesterov, wd_set, betas_set, eps_set;
 	double clip, gamma, min_lr;
 	long long step_size, warmup, epochs, batch, seed, ckpt_every, ignore_index;
+	long long context;          /* --context: a text corpus's window; 0: default */
+	const char *label;          /* --label: a CSV table's label column */
 	int shuffle, progress, sync_bn;
 	int ignore_extra;           /* --ignore-extra */
 	const char *w, *out, *checkpoint, *resume, *log, *threads, *max_memory;
@@ -99,8 +105,10 @@ static int set_option(struct cfg *c, const char *name, const char *val,
 	INT(keep_checkpoints, "keep-checkpoints", 1)
 	NUM(min_delta, "min-delta", f >= 0)
 	NUM(factor, "factor", f > 0 && f < 1)
+	INT(context, "context", 1)
 	STR(data, "data")
 	STR(labels, "labels")
+	STR(label, "label")
 	STR(val_data, "val-data")
 	STR(val_labels, "val-labels")
 	STR(loss, "loss")
@@ -252,6 +260,7 @@ struct run {
 	struct cfg c;
 	struct dl_graph *g;
 	struct dl_dataset train, val;
+	struct dl_table_classes classes;   /* a CSV table's class names */
 	struct dl_trainer t;
 	struct dl_dist dist;   /* data-parallel over MPI; size 1: one process */
 	FILE *log;
@@ -400,6 +409,103 @@ static void input_names(const struct dl_graph *g, char *buf, size_t size)
 					 g->inputs[i].name);
 }
 
+/* A text corpus for a model with a vocab: windows of the token input's
+ * length T (--context, else the model's longest). */
+static int load_text(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	struct dl_graph *g = R->g;
+	const struct dl_input_spec *in = &g->inputs[0];
+	if (g->n_inputs != 1 || !in->is_int || in->ndim != 1)
+		return dl_error_set(err, DL_EINPUT, "%s: a text corpus feeds a model whose one "
+				    "input is its token ids, {shape: [T], dtype: int}; %s:%d:%d: "
+				    "input '%s' is not", c->data, g->file, in->line, in->col,
+				    g->n_inputs != 1 ? g->inputs[1].name : in->name);
+	if (c->labels)
+		return dl_error_set(err, DL_EINPUT, "train: %s is a text corpus, its own labels "
+				    "(each window's next tokens); --labels does not go with it",
+				    c->data);
+	if (!spec->ids)
+		return dl_error_set(err, DL_EINPUT, "train: %s is a text corpus, whose labels are "
+				    "token ids; --loss %s takes float targets (use cross_entropy "
+				    "or nll)", c->data, c->loss);
+	int64_t T = in->d[0];
+	if (T > 0 && c->context && c->context != T)
+		return dl_error_set(err, DL_EINPUT, "train: --context %lld, but the model's token "
+				    "input '%s' has a fixed length %lld (%s:%d:%d)", c->context,
+				    in->name, (long long)T, g->file, in->line, in->col);
+	if (T < 0)
+		T = c->context ? c->context : dl_model_max_context(g);
+	if (T < 0)
+		return dl_error_set(err, DL_EINPUT, "train: give --context T for the text corpus "
+				    "%s: the model's token input '%s' has a symbolic length and no "
+				    "max_len (a learned positional_encoding's) bounds it", c->data,
+				    in->name);
+	const struct dl_vocab *v = dl_model_vocab(g);
+	int rc = dl_text_load(&R->train, c->data, v, T, err);
+	if (rc)
+		return rc;
+	if (c->val_data) {
+		enum dl_file_kind k;
+		if ((rc = dl_sniff_path(c->val_data, &k, err)) != 0)
+			return rc;
+		if (k != DL_FILE_TEXT && k != DL_FILE_CSV)
+			return dl_error_set(err, DL_EINPUT, "%s: %s, but --data is a text corpus; "
+					    "--val-data takes a text too", c->val_data,
+					    dl_file_kind_name(k));
+		if ((rc = dl_text_load(&R->val, c->val_data, v, T, err)) == 0)
+			rc = dl_text_as_val(&R->val, c->val_data, err);
+	} else if (c->val_split > 0) {
+		rc = dl_text_split(&R->train, &R->val, c->val_split, err);
+	}
+	return rc;
+}
+
+/* A CSV table: the label column (--label, default the last) and float
+ * features; class names become ids in sorted order, said once on stderr. */
+static int load_table(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	struct dl_graph *g = R->g;
+	const struct dl_input_spec *in = &g->inputs[0];
+	if (g->n_inputs != 1)
+		return dl_error_set(err, DL_EINPUT, "%s: a CSV table feeds a model with one input "
+				    "of features; this one has %d", c->data, g->n_inputs);
+	if (c->labels)
+		return dl_error_set(err, DL_EINPUT, "train: %s is a CSV table, whose label "
+				    "column gives the labels (--label COLUMN, default the last); "
+				    "--labels does not go with it", c->data);
+	int rc = dl_table_load(&R->train, c->data, c->label, spec->ids, NULL, &R->classes, err);
+	if (rc)
+		return rc;
+	int64_t F = R->train.x[0].shape.d[1];
+	if (in->ndim != 1 || (in->d[0] >= 0 && in->d[0] != F))
+		return dl_error_set(err, DL_EINPUT, "%s: %lld feature columns, but the model's "
+				    "input '%s' (%s:%d:%d) does not take [%lld] per sample",
+				    c->data, (long long)F, in->name, g->file, in->line, in->col,
+				    (long long)F);
+	if (R->classes.n && c->progress != 0 && R->dist.rank == 0) {
+		fprintf(stderr, "%s: classes of column '%s':", c->data, R->classes.column);
+		for (int i = 0; i < R->classes.n; i++)
+			fprintf(stderr, "%s %d %s", i ? "," : "", i, R->classes.name[i]);
+		fputc('\n', stderr);
+	}
+	if (c->val_data) {
+		enum dl_file_kind k;
+		if ((rc = dl_sniff_path(c->val_data, &k, err)) != 0)
+			return rc;
+		if (k != DL_FILE_CSV)
+			return dl_error_set(err, DL_EINPUT, "%s: %s, but --data is a CSV table; "
+					    "--val-data takes a table with the same columns",
+					    c->val_data, dl_file_kind_name(k));
+		rc = dl_table_load(&R->val, c->val_data, c->label, spec->ids, &R->classes, NULL,
+				   err);
+	} else if (c->val_split > 0) {
+		rc = dl_dataset_split(&R->train, &R->val, c->val_split, err);
+	}
+	return rc;
+}
+
 /* Training and validation data as the model's inputs and the loss want. */
 static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
 {
@@ -408,6 +514,28 @@ static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_e
 	int npz = is_npz(c->data), rc;
 	char names[512];
 	input_names(g, names, sizeof names);
+	/* the kind of --data by its content (io/sniff.h) */
+	enum dl_file_kind kind = DL_FILE_UNKNOWN;
+	if (strcmp(c->data, "-") != 0) {
+		struct dl_error probe = {0};
+		if (dl_sniff_path(c->data, &kind, &probe) != 0)
+			kind = DL_FILE_UNKNOWN;   /* the readers below say why */
+		if (kind == DL_FILE_ZIP)
+			npz = 1;
+		else if (kind == DL_FILE_NPY)
+			npz = 0;
+	}
+	if ((kind == DL_FILE_TEXT || kind == DL_FILE_CSV) && dl_model_vocab(g))
+		return load_text(R, spec, err);
+	if (c->label && kind != DL_FILE_CSV)
+		return dl_error_set(err, DL_EINPUT, "train: --label names a column of a CSV "
+				    "table, but %s is %s", c->data, dl_file_kind_name(kind));
+	if (kind == DL_FILE_CSV)
+		return load_table(R, spec, err);
+	if (kind == DL_FILE_TEXT)
+		return dl_error_set(err, DL_EINPUT, "%s: UTF-8 text, but the model has no vocab: "
+				    "to encode it (see dlrun-model(5)); a CSV table needs a "
+				    "header line of comma-separated column names", c->data);
 	if (strcmp(c->data, "-") == 0) {
 		if (c->labels)
 			return dl_error_set(err, DL_EINPUT, "train: --data - reads, per step, one array "
@@ -522,7 +650,16 @@ static int setup(struct run *R, struct dl_error *err)
 					    msg, g->output_names[t->step.out]);
 		return dl_error_set(err, DL_EINPUT, "%s: %s", yname, msg);
 	}
-	if (ids) {
+	if (R->train.text) {
+		/* the vocabulary against the logits; the ids against the
+		 * embedding (the largest one stands for all) */
+		float top = (float)R->train.text->max_id;
+		rc = dl_vocab_check_output(g, t->step.out, err);
+		if (rc == 0)
+			rc = dl_graph_check_input_ids(g, 0, &top, 1, c->data, err);
+		if (rc)
+			return rc;
+	} else if (ids) {
 		rc = dl_loss_check_labels(R->train.y.ids, dl_shape_numel(&R->train.y.shape), cols,
 					  c->ignore_index, yname, err);
 		if (rc == 0 && R->val.n)
@@ -535,7 +672,7 @@ static int setup(struct run *R, struct dl_error *err)
 	}
 	/* token ids that feed an embedding: in its vocabulary, as infer checks
 	 * them (else they would look up zero vectors, silently) */
-	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
+	for (int i = 0; rc == 0 && !R->train.text && i < g->n_inputs; i++) {
 		if (!g->inputs[i].is_int)
 			continue;
 		rc = dl_graph_check_input_ids(g, i, R->train.x[i].f, dl_shape_numel(&R->train.x[i].shape),
@@ -704,6 +841,8 @@ static int record_run(struct run *R, struct dl_error *err)
 	bad |= add_meta(R, "val-data", "%s", S(c->val_data));
 	bad |= add_meta(R, "val-labels", "%s", S(c->val_labels));
 	bad |= add_real(R, "val-split", c->val_split);
+	bad |= add_meta(R, "context", "%lld", (long long)c->context);
+	bad |= add_meta(R, "label", "%s", S(c->label));
 	bad |= add_meta(R, "loss", "%s", c->loss);
 	bad |= add_meta(R, "loss-output", "%s", S(c->loss_output));
 	bad |= add_meta(R, "ignore-index", "%lld", c->ignore_index);
@@ -911,6 +1050,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 		{"resume", required_argument, NULL, 0}, {"log", required_argument, NULL, 0},
 		{"threads", required_argument, NULL, 't'}, {"progress", no_argument, NULL, 'P'},
 		{"max-memory", required_argument, NULL, 0},
+		{"context", required_argument, NULL, 0}, {"label", required_argument, NULL, 0},
 		{"no-progress", no_argument, NULL, 'q'}, {"quiet", no_argument, NULL, 'q'},
 		{"sync-batch-norm", no_argument, NULL, 'B'},
 		{"keep-best", no_argument, NULL, 'k'}, {"monitor", required_argument, NULL, 0},
@@ -1053,13 +1193,14 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 	dl_trainer_free(&R.t);
 	dl_dataset_free(&R.train);
 	dl_dataset_free(&R.val);
+	dl_table_classes_free(&R.classes);
 	dl_graph_free(R.g);
 	return rc;
 }
 
 const struct verb verb_train = {
 	"train",
-	"train a model on .npy/.npz data",
+	"train a model on .npy/.npz data, a text corpus or a CSV table",
 	"usage: dlrun train MODEL.yaml --data X [--labels Y] [options]\n"
 	"\n"
 	"Data:     --data X.npy --labels Y.npy (one input), or --data D.npz (one\n"
@@ -1067,6 +1208,10 @@ const struct verb verb_train = {
 	"          <input>_val and y_val, when present, are the validation set),\n"
 	"          or --data - (per step one .npy per input in the model's\n"
 	"          order, then the labels, on stdin; concatenated)\n"
+	"          --data corpus.txt (a model with a vocab): windows of\n"
+	"          --context T ids at random offsets, labels the next ids\n"
+	"          --data table.csv (a header line): --label COLUMN (default\n"
+	"          the last; class names become ids in sorted order)\n"
 	"          --val-data X --val-labels Y | --val-split F\n"
 	"Loss:     --loss cross_entropy|nll|mse|bce_with_logits  --ignore-index I\n"
 	"          --loss-output NAME (the output the loss applies to; default\n"

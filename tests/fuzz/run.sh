@@ -3,7 +3,7 @@
 # from the normal build, into $BUILD (default tests/fuzz/build under the
 # build directory), then runs each for FUZZ_SECONDS (default 60) on a copy
 # of its seed corpus with its dictionary, one after another. Targets: model
-# npy text safetensors npz infer, and onnx when the build has ONNX import
+# npy text safetensors npz infer csv vocab, and onnx when the build has ONNX import
 # (or those named in FUZZ_TARGETS). Crashes are left as
 # $BUILD/<target>/crash-* etc. FUZZ_RUNS, if set, also ends each run after
 # that many executions (whichever comes first); FUZZ_TIMEOUT (seconds,
@@ -29,7 +29,7 @@ mpi=
 if grep -q '^#define HAVE_MPI 1' config.h 2>/dev/null; then
 	mpi=ompi-c
 fi
-: "${FUZZ_TARGETS:=model npy text safetensors npz infer $onnx}"
+: "${FUZZ_TARGETS:=model npy text safetensors npz infer csv vocab $onnx}"
 : "${BUILD:=$(pwd)/tests/fuzz/build}"
 mkdir -p "$BUILD/obj"
 flags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
