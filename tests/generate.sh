@@ -198,6 +198,19 @@ t_example() {
 }
 check "examples/sample.c samples through dlrun_step and stops at the model's 12 positions" t_example
 
+t_readme() {
+	[ -r /usr/share/common-licenses/GPL-3 ] || { skip "no /usr/share/common-licenses/GPL-3"; return 0; }
+	run_plain train "$srcdir/models/char-gpt.yaml" --data /usr/share/common-licenses/GPL-3 \
+		--epochs 1 --val-split 0.1 --keep-best -o "$tmp/cg.safetensors"
+	expect_rc 0
+	run_plain generate "$srcdir/models/char-gpt.yaml" -w "$tmp/cg.safetensors" --prompt "The GNU" \
+		-n 40 --temperature 0.8 --top-k 20 --format jsonl
+	expect_rc 0
+	expect_stdout_has '"text":"'
+	[ "$(grep -o '"ids":\[[^]]*\]' "$tmp/stdout" | tr ',' '\n' | wc -l)" = 40 ] || fail "not 40 new ids"
+}
+check "README's example: the character GPT trains on a licence text and samples" t_readme
+
 t_sigint() {
 	[ "$DLRUN_VALGRIND" = yes ] && return 0
 	"$DLRUN" generate "$g/char-gpt.yaml" -w "$tmp/char-gpt.safetensors" --prompt "ab" \
