@@ -1116,12 +1116,52 @@ static void mha_fwd_step(struct dl_node *n, const struct dl_tensor *in,
 		 p.ob >= 0 ? n->params[p.ob].data : NULL, N * T, E, E, xwt);
 }
 
+/* Whether every sequence of a stepped call starts afresh (a prompt): the
+ * whole forward then serves, and only fills the caches. */
+static int step_fresh(const struct dl_ctx *ctx, int N)
+{
+	for (int b = 0; b < N; b++)
+		if (ctx->step->pos[b] != 0)
+			return 0;
+	return 1;
+}
+
+/* After a whole forward of a prompt: its keys and values (and Primer's
+ * last w - 1 projected rows) into each sequence's state. */
+static void mha_fill_cache(struct dl_node *n, const struct mha_dims *D,
+			   const struct mha_ws *w, const struct dl_ctx *ctx)
+{
+	int E = D->E, T = D->Tq;
+	int64_t hw = D->w > 0 ? D->w - 1 : 0;
+	int64_t L = cache_len(n, 2 * E, 3 * hw * E);
+	for (int s = 0; s < D->N; s++) {
+		float *K = n->step_state + (size_t)(ctx->step->row0 + s) * n->step_floats;
+		float *V = K + L * E;
+		memcpy(K, w->c[1] + (int64_t)s * T * E, sizeof(float) * (size_t)T * E);
+		memcpy(V, w->c[2] + (int64_t)s * T * E, sizeof(float) * (size_t)T * E);
+		for (int t = 0; t < 3 && hw > 0; t++) {
+			/* the last w - 1 rows, the ones before position 0 absent */
+			float *h = K + 2 * L * E + t * hw * E;
+			for (int64_t r = 0; r < hw; r++) {
+				int64_t src = T - hw + r;
+				if (src >= 0)
+					memcpy(h + r * E, w->x[t] + ((int64_t)s * T + src) * E,
+					       sizeof(float) * (size_t)E);
+			}
+		}
+	}
+}
+
 static void mha_fwd(struct dl_node *n, const struct dl_tensor *in,
 		    struct dl_tensor *out, struct dl_ctx *ctx)
 {
+	int fill = 0;
 	if (dl_stepping(n, ctx) && n->step_state) {
-		mha_fwd_step(n, in, out, ctx);
-		return;
+		if (!step_fresh(ctx, (int)in[0].shape.d[0])) {
+			mha_fwd_step(n, in, out, ctx);
+			return;
+		}
+		fill = 1;
 	}
 	struct mha_dims D;
 	mha_dims(n, in, &D);
@@ -1144,6 +1184,8 @@ static void mha_fwd(struct dl_node *n, const struct dl_tensor *in,
 		   pd, NULL);
 	proj_fwd(out->data, w.o, n->params[p.ow].data,
 		 p.ob >= 0 ? n->params[p.ob].data : NULL, D.N * D.Tq, E, E, xwt);
+	if (fill)
+		mha_fill_cache(n, &D, &w, ctx);
 }
 
 static void mha_bwd(struct dl_node *n, const struct dl_tensor *in,
