@@ -804,16 +804,44 @@ int dl_graph_plan(struct dl_graph *g, int train, struct dl_error *err)
 	return 0;
 }
 
+/* A stepped call's kept values (dl_step_call.konst_off): value v's rows
+ * of this call from (put) or into (keep) each sequence's store. Its
+ * buffer is the value's own for its whole life, so putting it back
+ * before a reader runs is as good as computing it. */
+static void konst_rows(const struct dl_graph *g, const struct dl_step_call *st, int v,
+		       int put)
+{
+	const struct dl_value *x = &g->values[v];
+	int64_t N = x->shape.d[0], per = N > 0 ? dl_shape_numel(&x->shape) / N : 0;
+	for (int64_t r = 0; r < N; r++) {
+		float *row = st->konst + (size_t)(st->row0 + r) * st->konst_floats +
+			     st->konst_off[v];
+		if (put)
+			memcpy(x->data + r * per, row, sizeof(float) * (size_t)per);
+		else
+			memcpy(row, x->data + r * per, sizeof(float) * (size_t)per);
+	}
+}
+
 void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 {
 	g->first_bad = -1;
 	for (int i = 0; i < g->n_inputs; i++)
 		g->values[i].data = in[i];
 	ctx->ws = g->ws;
+	const struct dl_step_call *st = ctx->step && ctx->step->konst_off && !g->borrowed
+					? ctx->step : NULL;
 	for (int i = 0; i < g->n_nodes; i++) {
 		struct dl_node *n = &g->nodes[i];
 		if (n->fused && !ctx->train)
 			continue;   /* an earlier node's epilogue computed it */
+		if (st && st->warm && n->step_axis == 0)
+			continue;   /* no token input: its values are kept */
+		for (int k = 0; st && st->warm && k <= n->n_in; k++) {
+			int v = k < n->n_in ? n->in[k] : n->epi ? n->epi->res : -1;
+			if (v >= 0 && st->konst_off[v] >= 0)
+				konst_rows(g, st, v, 1);
+		}
 		if (n->epi && !ctx->train) {
 			if (!n->epi->ready)
 				dl_epilogue_prepare(g, n);
@@ -833,6 +861,15 @@ void dl_graph_forward(struct dl_graph *g, float *const *in, struct dl_ctx *ctx)
 			g->prof[i] += seconds() - t0;
 		if (g->on_forward)
 			g->on_forward(g->on_forward_arg, n, g->tin, out);
+		/* keep what the token entries will read of a sequence's first
+		 * call (for a fused chain, every value it wrote) */
+		int last = n->epi && !ctx->train ? n->epi->last : i;
+		for (int j = i; st && !st->warm && n->step_axis == 0 && j <= last; j++)
+			for (int k = 0; k < n_outs(&g->nodes[j]); k++) {
+				int v = g->nodes[j].out + k;
+				if (st->konst_off[v] >= 0)
+					konst_rows(g, st, v, 0);
+			}
 		for (int k = 0; g->watch_finite && g->first_bad < 0 && k < n_outs(n); k++) {
 			int64_t c = dl_shape_numel(&out[k].shape);
 			for (int64_t j = 0; j < c; j++)

@@ -215,6 +215,15 @@ struct dl_step_call {
 	int64_t row0;
 	const int64_t *pos;        /* [N] */
 	int64_t max_len;
+	/* Entries that do not depend on the tokens (an encoder) run once per
+	 * sequence: the values of theirs that token entries read are kept,
+	 * konst_off[v] floats into each sequence's konst_floats of konst
+	 * (-1: not kept). warm: every sequence of the call has run before, so
+	 * those entries are skipped and their kept values put back. */
+	const int64_t *konst_off;  /* [n_values] of the top graph, or NULL */
+	float *konst;
+	size_t konst_floats;
+	int warm;
 };
 
 /* Whether node n runs a part of the token sequence in this call: its

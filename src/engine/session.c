@@ -201,8 +201,13 @@ void dl_session_step_end(struct dl_session *s)
 	free(s->state);
 	free(s->in_axis);
 	free(s->out_axis);
+	free(s->konst_off);
+	free(s->konst);
 	s->state = NULL;
 	s->in_axis = s->out_axis = NULL;
+	s->konst_off = NULL;
+	s->konst = NULL;
+	s->konst_floats = 0;
 	s->stepping = 0;
 	s->tok = -1;
 }
@@ -252,6 +257,18 @@ static int step_setup(struct dl_session *s, struct dl_error *err)
 		return dl_error_set(err, DL_ERUN, "out of memory");
 	}
 	dl_graph_step_bind(g, s->state, s->rows);
+	/* the values the token entries read of the others, kept */
+	s->konst_off = malloc(sizeof *s->konst_off * (size_t)(g->n_values + 1));
+	if (!s->konst_off) {
+		dl_graph_step_clear(g);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
+	s->konst_floats = dl_graph_step_konst(g, s->konst_off);
+	if (s->konst_floats &&
+	    !(s->konst = calloc(s->konst_floats * (size_t)s->rows, sizeof(float)))) {
+		dl_graph_step_clear(g);
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	}
 	s->stepping = 1;
 	return 0;
 }
@@ -286,7 +303,12 @@ int dl_session_step(struct dl_session *s, const struct dl_shape *shape,
 	}
 	if (rc)
 		return rc;
-	struct dl_step_call st = {.row0 = row0, .pos = pos, .max_len = s->max_len};
+	struct dl_step_call st = {.row0 = row0, .pos = pos, .max_len = s->max_len,
+				  .konst_off = s->konst_floats ? s->konst_off : NULL,
+				  .konst = s->konst, .konst_floats = s->konst_floats,
+				  .warm = 1};
+	for (int64_t i = 0; i < N; i++)
+		st.warm &= pos[i] > 0;
 	return forward(s, in, &st, err);
 }
 

@@ -41,6 +41,10 @@ struct dl_session {
 	float *state;              /* [rows, dl_graph_step_floats] */
 	int *in_axis;              /* [n_inputs] */
 	int *out_axis;             /* [n_outputs] */
+	int64_t *konst_off;        /* [n_values]: kept values of the entries
+	                            * off the tokens (dl_graph_step_konst) */
+	float *konst;              /* [rows, konst_floats] */
+	size_t konst_floats;
 };
 
 /* Loads the model file at path into a new session (weights are read at

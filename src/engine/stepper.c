@@ -172,3 +172,31 @@ int dl_step_check_dim(struct dl_node *n, const struct dl_shape *in,
 			"cannot be decoded step by step", (long long)dim);
 	return 0;
 }
+
+size_t dl_graph_step_konst(const struct dl_graph *g, int64_t *off)
+{
+	size_t total = 0;
+	for (int v = 0; v < g->n_values; v++)
+		off[v] = -1;
+	for (int v = 0; v < g->n_values; v++) {
+		const struct dl_value *x = &g->values[v];
+		if (x->producer < 0 || g->nodes[x->producer].step_axis != 0)
+			continue;
+		/* a value of a node off the tokens: its own producer's axis
+		 * (a second output of a multi-output node: the same node) */
+		int wanted = 0;
+		for (int i = 0; i < g->n_nodes && !wanted; i++)
+			for (int k = 0; k < g->nodes[i].n_in; k++)
+				if (g->nodes[i].in[k] == v && g->nodes[i].step_axis > 0)
+					wanted = 1;
+		for (int k = 0; k < g->n_outputs; k++)
+			wanted |= g->outputs[k] == v;
+		if (!wanted)
+			continue;
+		int64_t N = x->shape.d[0];
+		int64_t per = N > 0 ? dl_shape_numel(&x->shape) / N : 0;
+		off[v] = (int64_t)total;
+		total += (size_t)per;
+	}
+	return total;
+}

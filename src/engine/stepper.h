@@ -20,6 +20,12 @@
  * (may be NULL) gets each output's axis. */
 int dl_graph_step_analyse(struct dl_graph *g, const int *in_axis,
 			  int64_t max_len, int *out_axis, struct dl_error *err);
+/* After dl_graph_step_analyse on g (the top graph): which values of the
+ * entries that do not depend on the tokens are read by entries that do
+ * (or are model outputs), kept per sequence: off[v] their offset in
+ * floats in a sequence's store (-1: not kept), for the current shapes
+ * (batch 1 or more); returns the floats a sequence needs. */
+size_t dl_graph_step_konst(const struct dl_graph *g, int64_t *off);
 /* Clears what dl_graph_step_analyse set (nodes of inner graphs too). */
 void dl_graph_step_clear(struct dl_graph *g);
 /* The state floats of one sequence over every node (inner graphs too). */
