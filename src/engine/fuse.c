@@ -54,31 +54,17 @@ static const struct dl_hp_value *hp_of(const struct dl_node *n, const char *name
 	return NULL;
 }
 
-static int is(const struct dl_node *n, const char *name)
-{
-	return strcmp(n->op->name, name) == 0;
-}
-
-/* The activation a node computes, or DL_ACT_NONE. */
+/* The activation a node computes as an epilogue, or DL_ACT_NONE (its
+ * descriptor says: .fuse, .fuse_act). */
 static int act_of(const struct dl_node *n)
 {
-	if (is(n, "relu"))
-		return DL_ACT_RELU;
-	if (is(n, "relu6"))
-		return DL_ACT_RELU6;
-	if (is(n, "silu"))
-		return DL_ACT_SILU;
-	if (is(n, "gelu")) {
-		const struct dl_hp_value *a = hp_of(n, "approximate");
-		return a && a->i ? DL_ACT_GELU_TANH : DL_ACT_GELU;
-	}
-	return DL_ACT_NONE;
+	return n->op->fuse == DL_FUSE_ACT && n->op->fuse_act ? n->op->fuse_act(n) : DL_ACT_NONE;
 }
 
 /* The identity at inference (dropout's kinds in eval mode). */
 static int is_identity(const struct dl_node *n)
 {
-	return is(n, "dropout") || is(n, "dropout2d") || is(n, "drop_path") || is(n, "identity");
+	return n->op->fuse == DL_FUSE_IDENTITY;
 }
 
 /* n (an identity outside a chain) skipped, its input written straight
@@ -98,13 +84,10 @@ static void skip_identity(struct dl_graph *g, struct dl_node *n, const int *read
 	n->fused = 1;
 }
 
+/* 1: heads a chain with a per-row epilogue; 2: per channel; 0: not */
 static int head_of(const struct dl_node *n)
 {
-	if (is(n, "linear"))
-		return 1;
-	if (is(n, "conv1d") || is(n, "conv2d"))
-		return 2;
-	return 0;
+	return n->op->fuse == DL_FUSE_HEAD_ROWS ? 1 : n->op->fuse == DL_FUSE_HEAD_CHANNELS ? 2 : 0;
 }
 
 void dl_graph_unfuse(struct dl_graph *g)
@@ -146,14 +129,14 @@ int dl_graph_fuse(struct dl_graph *g)
 			if (readers[v] != 1 || x->pinned || (n->op->n_outputs && n->op->n_outputs(n) > 1))
 				break;
 			int a = act_of(n);
-			if (kind == 2 && j == i + 1 && (is(n, "batch_norm1d") || is(n, "batch_norm2d")) &&
+			if (kind == 2 && j == i + 1 && n->op->fuse == DL_FUSE_BATCH_NORM &&
 			    n->in[0] == v && dl_node_find_param(n, "running_mean") >= 0) {
 				e.bn = j;
 			} else if (a && n->n_in == 1 && n->in[0] == v && e.res < 0 && !e.act1) {
 				e.act1 = a;
 			} else if (a && n->n_in == 1 && n->in[0] == v && e.res >= 0 && !e.act2) {
 				e.act2 = a;
-			} else if (is(n, "add") && n->n_in == 2 && e.res < 0 &&
+			} else if (n->op->fuse == DL_FUSE_ADD && n->n_in == 2 && e.res < 0 &&
 				   (n->in[0] == v) != (n->in[1] == v)) {
 				int r = n->in[0] == v ? n->in[1] : n->in[0];
 				const struct dl_value *rv = &g->values[r];

@@ -7,8 +7,7 @@
 
 #include <stdint.h>
 
-enum dl_act { DL_ACT_NONE, DL_ACT_RELU, DL_ACT_RELU6, DL_ACT_SILU, DL_ACT_GELU,
-	      DL_ACT_GELU_TANH };
+#include "engine/op.h"   /* enum dl_act */
 
 struct dl_graph;
 struct dl_node;

@@ -296,6 +296,29 @@ enum {
 	DL_OP_IDS = 1 << 4,       /* input 0 holds token ids, each a whole
 	                           * number in [0, params[0].shape.d[0]):
 	                           * checked on every path (engine/session.h) */
+	DL_OP_KINKED = 1 << 5,    /* the derivative jumps where the output
+	                           * leaves the input, or sticks to 0 or 1
+	                           * (relu's 0, clamp's bounds): gradcheck
+	                           * skips the elements a step moves across */
+	DL_OP_ADJACENCY = 1 << 6, /* input 1 is a graph's adjacency, weights
+	                           * in [0, 1] (gradcheck draws it so) */
+};
+
+/* The activations a fused epilogue applies (engine/fuse.c). */
+enum dl_act { DL_ACT_NONE, DL_ACT_RELU, DL_ACT_RELU6, DL_ACT_SILU, DL_ACT_GELU,
+	      DL_ACT_GELU_TANH };
+
+/* What the fusion pass of inference plans may make of an op (fuse.c). */
+enum dl_fuse_role {
+	DL_FUSE_NONE,
+	DL_FUSE_HEAD_ROWS,     /* y = x W^T + b: heads a chain, its epilogue
+	                        * per output row (linear) */
+	DL_FUSE_HEAD_CHANNELS, /* a convolution: heads a chain, its
+	                        * epilogue per output channel */
+	DL_FUSE_BATCH_NORM,    /* folded into the convolution before it */
+	DL_FUSE_ACT,           /* an epilogue activation (.fuse_act) */
+	DL_FUSE_ADD,           /* a residual add of two inputs */
+	DL_FUSE_IDENTITY,      /* the identity at inference: skipped */
 };
 
 /* Stepping (engine/stepper.h): whether and how the op runs a part of a
@@ -326,6 +349,10 @@ struct dl_op_desc {
 	/* NULL: the op cannot run on a part of the token sequence (a
 	 * stepped session refuses a model where it does). */
 	dl_step_fn step;
+	/* Fusion (engine/fuse.c): the op's role in a chain, and for
+	 * DL_FUSE_ACT the activation node n computes (enum dl_act). */
+	enum dl_fuse_role fuse;
+	int (*fuse_act)(const struct dl_node *n);
 	/* Whether the node adds an auxiliary loss in training (through
 	 * ctx->aux_loss: mixture_of_experts' balance_loss); NULL: never. */
 	int (*has_aux_loss)(const struct dl_node *n);

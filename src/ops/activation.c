@@ -627,19 +627,30 @@ static const struct dl_hp_desc softmax_hp[] = {
 };
 
 /* the fields every pointwise activation shares */
-#define POINTWISE .min_in = 1, .max_in = 1, .infer = act_infer, \
-	.forward = act_fwd, .backward = act_bwd, .flags = DL_OP_INPLACE_OK, \
+#define POINTWISE_K(k) .min_in = 1, .max_in = 1, .infer = act_infer, \
+	.forward = act_fwd, .backward = act_bwd, .flags = DL_OP_INPLACE_OK | (k), \
 	.step = dl_step_pointwise
+#define POINTWISE POINTWISE_K(0)
+
+/* The activations a fused epilogue applies (engine/fuse.c) */
+static int fuse_relu(const struct dl_node *n) { (void)n; return DL_ACT_RELU; }
+static int fuse_relu6(const struct dl_node *n) { (void)n; return DL_ACT_RELU6; }
+static int fuse_silu(const struct dl_node *n) { (void)n; return DL_ACT_SILU; }
+static int fuse_gelu(const struct dl_node *n)
+{
+	return n->hp[0].i ? DL_ACT_GELU_TANH : DL_ACT_GELU;   /* approximate */
+}
 
 /* y = max(x, 0) */
 static const struct dl_op_desc op_relu = {
-	.name = "relu", .doc = "y = max(x, 0)", POINTWISE,
+	.name = "relu", .doc = "y = max(x, 0)", POINTWISE_K(DL_OP_KINKED),
+	.fuse = DL_FUSE_ACT, .fuse_act = fuse_relu,
 };
 
 /* y = x if x > 0 else negative_slope * x */
 static const struct dl_op_desc op_leaky_relu = {
 	.name = "leaky_relu", .doc = "y = x if x > 0 else negative_slope * x",
-	.hp = leaky_relu_hp, .n_hp = 1, POINTWISE,
+	.hp = leaky_relu_hp, .n_hp = 1, POINTWISE_K(DL_OP_KINKED),
 };
 
 /* y = tanh(x) */
@@ -657,11 +668,13 @@ static const struct dl_op_desc op_sigmoid = {
 static const struct dl_op_desc op_gelu = {
 	.name = "gelu", .doc = "y = x Phi(x) (approximate: tanh form)",
 	.hp = gelu_hp, .n_hp = 1, POINTWISE,
+	.fuse = DL_FUSE_ACT, .fuse_act = fuse_gelu,
 };
 
 /* y = x sigmoid(x) */
 static const struct dl_op_desc op_silu = {
 	.name = "silu", .doc = "y = x sigmoid(x)", POINTWISE,
+	.fuse = DL_FUSE_ACT, .fuse_act = fuse_silu,
 };
 
 /* y = log(1 + exp(beta x)) / beta, or x where beta x > threshold */
@@ -702,30 +715,31 @@ static const struct dl_op_desc op_log_softmax = {
 
 /* y = min(max(x, 0), 6) */
 static const struct dl_op_desc op_relu6 = {
-	.name = "relu6", .doc = "y = min(max(x, 0), 6)", POINTWISE,
+	.name = "relu6", .doc = "y = min(max(x, 0), 6)", POINTWISE_K(DL_OP_KINKED),
+	.fuse = DL_FUSE_ACT, .fuse_act = fuse_relu6,
 };
 
 /* y = x relu6(x + 3) / 6 */
 static const struct dl_op_desc op_hardswish = {
-	.name = "hardswish", .doc = "y = x relu6(x + 3) / 6", POINTWISE,
+	.name = "hardswish", .doc = "y = x relu6(x + 3) / 6", POINTWISE_K(DL_OP_KINKED),
 };
 
 /* y = relu6(x + 3) / 6 */
 static const struct dl_op_desc op_hardsigmoid = {
-	.name = "hardsigmoid", .doc = "y = relu6(x + 3) / 6", POINTWISE,
+	.name = "hardsigmoid", .doc = "y = relu6(x + 3) / 6", POINTWISE_K(DL_OP_KINKED),
 };
 
 /* y = x if x > 0 else alpha (exp(x) - 1) */
 static const struct dl_op_desc op_elu = {
 	.name = "elu", .doc = "y = x if x > 0 else alpha (exp(x) - 1)",
-	.hp = elu_hp, .n_hp = 1, POINTWISE,
+	.hp = elu_hp, .n_hp = 1, POINTWISE_K(DL_OP_KINKED),
 };
 
 /* y = scale (x if x > 0 else alpha (exp(x) - 1)), alpha = 1.6732632...,
  * scale = 1.0507009... */
 static const struct dl_op_desc op_selu = {
 	.name = "selu",
-	.doc = "y = 1.0507 (x if x > 0 else 1.6733 (exp(x) - 1))", POINTWISE,
+	.doc = "y = 1.0507 (x if x > 0 else 1.6733 (exp(x) - 1))", POINTWISE_K(DL_OP_KINKED),
 };
 
 /* y = x tanh(softplus(x)) */

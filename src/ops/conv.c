@@ -3397,6 +3397,7 @@ static const struct dl_op_desc conv1d_op = {
 	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
 	.params = "weight [out_channels, in_channels/groups, kernel_size], bias [out_channels]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.fuse = DL_FUSE_HEAD_CHANNELS,
 };
 
 static const struct dl_op_desc conv2d_op = {
@@ -3407,6 +3408,7 @@ static const struct dl_op_desc conv2d_op = {
 	.infer = conv_infer, .forward = conv_op_forward, .backward = conv_op_backward,
 	.params = "weight [out_channels, in_channels/groups, kh, kw], bias [out_channels]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.fuse = DL_FUSE_HEAD_CHANNELS,
 };
 
 /* The adjoint of the convolution w.r.t. its input: each input cell

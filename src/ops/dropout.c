@@ -131,7 +131,7 @@ static const struct dl_op_desc op_dropout = {
 	.name = "dropout", .doc = "y = x m / (1 - p), m ~ Bernoulli(1 - p) (training)",
 	.min_in = 1, .max_in = 1, .hp = dropout_hp, .n_hp = 1,
 	.infer = dropout_infer, .forward = dropout_fwd, .backward = dropout_bwd,
-	.step = dl_step_pointwise,
+	.step = dl_step_pointwise, .fuse = DL_FUSE_IDENTITY,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -141,7 +141,7 @@ static const struct dl_op_desc op_dropout2d = {
 	.name = "dropout2d", .doc = "y[n, c] = x[n, c] m[n, c] / (1 - p) (training)",
 	.min_in = 1, .max_in = 1, .hp = dropout_hp, .n_hp = 1,
 	.infer = dropout_infer, .forward = dropout_fwd, .backward = dropout_bwd,
-	.step = dl_step_pointwise,
+	.step = dl_step_pointwise, .fuse = DL_FUSE_IDENTITY,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -152,7 +152,7 @@ static const struct dl_op_desc op_drop_path = {
 	.name = "drop_path", .doc = "y[n] = x[n] m[n] / (1 - p), one draw per sample (training)",
 	.min_in = 1, .max_in = 1, .hp = dropout_hp, .n_hp = 1,
 	.infer = dropout_infer, .forward = dropout_fwd, .backward = dropout_bwd,
-	.step = dl_step_pointwise,
+	.step = dl_step_pointwise, .fuse = DL_FUSE_IDENTITY,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 

@@ -383,7 +383,7 @@ static const struct dl_op_desc op_add = {
 	.doc = "y = x1 + x2 + ... (broadcast)",
 	.min_in = 2, .max_in = -1,
 	.infer = dl_bcast_infer, .forward = elt_fwd, .backward = elt_bwd,
-	.step = dl_step_pointwise,
+	.step = dl_step_pointwise, .fuse = DL_FUSE_ADD,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
 };
 
@@ -646,7 +646,7 @@ static const struct dl_op_desc op_sqrt = {
 /* y = |x|; dy/dx = sign(x), 0 at 0 */
 static const struct dl_op_desc op_abs = {
 	.name = "abs", .doc = "y = |x|", UNARY,
-	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT | DL_OP_KINKED,
 };
 
 /* y = -x */
@@ -660,7 +660,7 @@ static const struct dl_op_desc op_neg = {
 static const struct dl_op_desc op_clamp = {
 	.name = "clamp", .doc = "y = min(max(x, min), max); an absent bound is unbounded",
 	.hp = clamp_hp, .n_hp = N_CL_HP, UNARY,
-	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT,
+	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_OUTPUT | DL_OP_KINKED,
 };
 
 /* y = factor x + shift */

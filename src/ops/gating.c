@@ -678,7 +678,7 @@ static const struct dl_op_desc op_graph_conv = {
 	.forward = gc_fwd,
 	.backward = gc_bwd,
 	.params = "weight [out_features, F], bias [out_features]",
-	.flags = DL_OP_BWD_NO_OUTPUT,
+	.flags = DL_OP_BWD_NO_OUTPUT | DL_OP_ADJACENCY,
 };
 
 const struct dl_op_desc *const dl_ops_gating[] = {

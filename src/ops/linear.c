@@ -163,6 +163,7 @@ static const struct dl_op_desc op_linear = {
 	.params = "weight [out_features, in_features], bias [out_features]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
 	.step = dl_step_rows,
+	.fuse = DL_FUSE_HEAD_ROWS,
 };
 
 /* ---- matmul ---- */

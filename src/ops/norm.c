@@ -394,6 +394,7 @@ static const struct dl_op_desc batch_norm1d_op = {
 	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
 	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.fuse = DL_FUSE_BATCH_NORM,
 };
 
 static const struct dl_op_desc batch_norm2d_op = {
@@ -404,6 +405,7 @@ static const struct dl_op_desc batch_norm2d_op = {
 	.infer = bn_infer, .forward = bn_op_forward, .backward = bn_op_backward,
 	.params = "weight [num_features], bias [num_features] (affine); buffers running_mean, running_var [num_features]",
 	.flags = DL_OP_BWD_NO_OUTPUT,
+	.fuse = DL_FUSE_BATCH_NORM,
 };
 
 static const struct dl_op_desc batch_norm3d_op = {

@@ -701,7 +701,7 @@ static const struct dl_op_desc op_identity = {
 	.min_in = 1, .max_in = 1,
 	.infer = identity_infer, .forward = copy_fwd, .backward = copy_bwd,
 	.flags = DL_OP_INPLACE_OK | DL_OP_BWD_NO_INPUTS | DL_OP_BWD_NO_OUTPUT,
-	.step = dl_step_pointwise,
+	.step = dl_step_pointwise, .fuse = DL_FUSE_IDENTITY,
 };
 
 /* y = x.flatten(start_dim, end_dim) */

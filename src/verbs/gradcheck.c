@@ -26,23 +26,18 @@ struct check {
 };
 
 /* Ops whose derivative jumps where the output leaves the input (relu,
- * leaky_relu, abs at 0; relu6, hardtanh, clamp at their bounds) or sticks
- * to 0 or 1 (relu, hardswish and hardsigmoid below -3, hardsigmoid above
- * 3): the side of each element is (y == x) + 2 (y == 0) + 4 (y == 1), and
- * two evaluations on the same side of every kink have the same hash. */
-static const char *const kinked[] = {
-	"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "clamp", "abs",
-	"hardswish", "hardsigmoid", "elu", "selu", NULL,
-};
+ * leaky_relu, abs at 0; relu6, clamp at their bounds) or sticks to 0 or 1
+ * (relu, hardswish and hardsigmoid below -3, hardsigmoid above 3): their
+ * descriptors say DL_OP_KINKED. The side of each element is (y == x) +
+ * 2 (y == 0) + 4 (y == 1), and two evaluations on the same side of every
+ * kink have the same hash. */
 
 static void kink_sides(void *arg, const struct dl_node *n, const struct dl_tensor *in,
 		       const struct dl_tensor *out)
 {
 	struct check *C = arg;
-	int k = 0;
-	while (kinked[k] && strcmp(kinked[k], n->op->name))
-		k++;
-	if (!kinked[k] || n->n_in < 1 || dl_shape_numel(&in[0].shape) != dl_shape_numel(&out->shape))
+	if (!(n->op->flags & DL_OP_KINKED) || n->n_in < 1 ||
+	    dl_shape_numel(&in[0].shape) != dl_shape_numel(&out->shape))
 		return;
 	uint64_t h = C->sides;
 	for (int64_t j = 0; j < dl_shape_numel(&out->shape); j++) {
@@ -228,28 +223,29 @@ static void print_row(const char *key, const char *op, const struct worst *w)
 		       w->at < 0 ? "; none compared" : "");
 }
 
-/* The id range an int input's consumers accept: embedding's
- * num_embeddings (ids past it are errors); else 4. */
+/* The id range an int input's consumers accept: an embedding's
+ * num_embeddings (DL_OP_IDS: ids past it are errors); else 4. */
 static uint64_t id_range(const struct dl_graph *g, int v)
 {
 	uint64_t r = 0;
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *n = &g->nodes[i];
-		if (n->n_in > 0 && n->in[0] == v && !strcmp(n->op->name, "embedding") &&
+		if (n->n_in > 0 && n->in[0] == v && (n->op->flags & DL_OP_IDS) &&
 		    n->n_params > 0 && (r == 0 || (uint64_t)n->params[0].shape.d[0] < r))
 			r = (uint64_t)n->params[0].shape.d[0];
 	}
 	return r ? r : 4;
 }
 
-/* An input that is some graph_conv's adjacency: drawn from U(0, 1), as a
+/* An input that is some graph_conv's adjacency (DL_OP_ADJACENCY): drawn
+ * from U(0, 1), as a
  * graph's weights are (an N(0, 1) adjacency has degrees near 0, where
  * D^-1/2 is steep and float32 differences meaningless). */
 static int is_adjacency(const struct dl_graph *g, int v)
 {
 	for (int i = 0; i < g->n_nodes; i++) {
 		const struct dl_node *n = &g->nodes[i];
-		if (n->n_in > 1 && n->in[1] == v && !strcmp(n->op->name, "graph_conv"))
+		if (n->n_in > 1 && n->in[1] == v && (n->op->flags & DL_OP_ADJACENCY))
 			return 1;
 	}
 	return 0;
