@@ -274,7 +274,7 @@ rendered_artefacts() {
 	# joined, so that a prototype broken over lines is seen whole
 	LC_ALL=C sed -e "s/\(.\)$bs\1/$b1\1/g" -e "s/_$bs\(.\)/$i1\1/g" "$1" |
 		LC_ALL=C tr '\n' ' ' | LC_ALL=C tr -s ' ' >"$1.marked"
-	LC_ALL=C grep -o "\($b1[A-Za-z0-9_.:]\)\{1,\}($i1[^)]*)" "$1.marked" |
+	LC_ALL=C grep -o "\(${b1}[A-Za-z0-9_.:]\)\{1,\}(${i1}[^)]*)" "$1.marked" |
 		LC_ALL=C tr -d "$b1$i1" |
 		LC_ALL=C awk '{
 			args = $0

@@ -40,6 +40,7 @@ libs="${onnx:+-lprotobuf-c }${mpi:+$(pkg-config --libs $mpi) }-lyaml -ljansson -
 objs=
 # the newest header: an object older than it is rebuilt too (a struct that
 # changed size in a header left stale objects reading past it)
+# shellcheck disable=SC2012
 newest_h=$(ls -t "$src"/src/*.h "$src"/src/*/*.h config.h 2>/dev/null | head -n 1)
 # compile SOURCE: into $BUILD/obj unless up to date, appended to $objs
 compile() {
