@@ -75,8 +75,10 @@ t_readme_prefix() {
 	# came from `make install prefix=` (README's configure --prefix
 	# writes it into dlrun.pc)
 	pc="pkg-config --define-prefix"
-	# shellcheck disable=SC2046
-	${CC:-cc} "$srcdir/examples/embed.c" $($pc --cflags --libs dlrun) \
+	# a sanitizer build's library needs its runtime first in the program
+	san=$(sed -n 's/^SANITIZE_FLAGS = //p' Makefile)
+	# shellcheck disable=SC2046,SC2086
+	${CC:-cc} $san "$srcdir/examples/embed.c" $($pc --cflags --libs dlrun) \
 		-o "$tmp/embed" 2>"$tmp/cc.err" || {
 		fail "the example does not build with pkg-config: $(head -3 "$tmp/cc.err")"
 		return 1
@@ -91,8 +93,8 @@ t_readme_prefix() {
 	LD_LIBRARY_PATH=$tmp/pre/lib "$tmp/embed" "$srcdir/models/mlp.yaml" \
 		"$srcdir/models/mlp-input.txt" >/dev/null 2>"$tmp/run.err" ||
 		fail "does not run with LD_LIBRARY_PATH: $(head -3 "$tmp/run.err")"
-	# shellcheck disable=SC2046
-	${CC:-cc} "$srcdir/examples/embed.c" $($pc --cflags --libs dlrun) \
+	# shellcheck disable=SC2046,SC2086
+	${CC:-cc} $san "$srcdir/examples/embed.c" $($pc --cflags --libs dlrun) \
 		-Wl,-rpath,"$($pc --variable=libdir dlrun)" -o "$tmp/embed-rpath" \
 		2>"$tmp/cc.err" || {
 		fail "the example does not build with an rpath: $(head -3 "$tmp/cc.err")"
