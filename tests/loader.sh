@@ -6,8 +6,9 @@
 #   gives PyTorch's output; unequal copies fail naming both keys; files
 #   dlrun writes (init, train -o, checkpoints) hold the tensor once; summary
 #   counts it once;
-# - shared repeats: PyTorch's state_dict with every copy's keys loads; the
-#   use: form equals the body form;
+# - shared repeats: the keys of copies 1 and up are unexpected (PyTorch's
+#   state_dict with every copy's keys loads with --ignore-extra); the use:
+#   form equals the body form;
 # - digit names and `_` in in: lists, against PyTorch;
 # - weights errors list every missing and unexpected key at once; nanoGPT's
 #   attn.bias buffers fail, and pass with ignore_keys: or --ignore-extra
@@ -140,13 +141,22 @@ t_repeat_full() {
 	run_dlrun infer "$rep/model.yaml" -w "$rep/init.safetensors" <"$rep/probe.npy"
 	expect_rc 0 || return 1
 	cp "$tmp/stdout" "$tmp/a.npy"
+	# copies 1 and 2 have no keys of their own (model-format: the keys of
+	# copy 0): PyTorch's state_dict with every copy's keys is refused,
+	# naming them, and loads with --ignore-extra
 	run_dlrun infer "$rep/model.yaml" -w "$L/shared_repeat_full.safetensors" \
 		<"$rep/probe.npy"
+	expect_rc 2 || return 1
+	expect_one_error_line
+	expect_stderr_has "4 unexpected keys ('1.1.0.0.bias', '1.1.0.0.weight', '1.2.0.0.bias', '1.2.0.0.weight')"
+	[ -s "$tmp/stdout" ] && fail "output written"
+	run_dlrun infer "$rep/model.yaml" -w "$L/shared_repeat_full.safetensors" \
+		--ignore-extra <"$rep/probe.npy"
 	expect_rc 0 || return 1
 	cp "$tmp/stdout" "$tmp/b.npy"
 	same_npy "$tmp/b.npy" "$tmp/a.npy"
 }
-check "repeat shared: PyTorch's state_dict with every copy's keys loads" \
+check "repeat shared: copy 1's keys are unexpected (PyTorch's whole state_dict loads with --ignore-extra)" \
 	t_repeat_full
 
 t_repeat_use() {

@@ -6,7 +6,9 @@
 # that section documents no op the binary does not have; every verb of
 # `dlrun --help` has its `.Ss dlrun VERB` subsection in man/dlrun.1, which
 # documents every option of `dlrun VERB --help`; neither page calls an op or
-# a verb that exists "not yet implemented".
+# a verb that exists "not yet implemented"; every page under man/, rendered
+# by mandoc -Tascii and by man (when man-db and groff are installed), shows
+# no prose as a function's arguments and no quote nested in a quote.
 #
 # Environment: see tests/lib.sh; MANDOC (set by make check from configure;
 # empty: the lint tests are skipped; unset: mandoc from PATH).
@@ -248,5 +250,112 @@ global_options() {
 	[ ! -s "$tmp/diag" ]
 }
 check "man/dlrun.1 documents --version and --help" global_options
+
+# ---- markup rendered as code where prose was meant ----
+
+# A function set with arguments renders as a prototype: its name in bold,
+# then "(", its arguments in italics, ")". mdoc's .Fn and .Fo take every
+# word that follows as an argument, so prose after a function's name came
+# out as `state_dict(lists, a, tied, tensor, under, both, names)`. The
+# rule, on the rendered text (so that it holds for any renderer): every
+# argument of a rendered prototype is a C parameter declaration (a type and
+# a name, `void` or `...`); prose that mentions a call uses .Ql or .Li.
+# And a quote never opens inside another (.Qq nested on one line came out
+# as `("sgd, "adam (default), "adamw""")`): no two double quotes in a row.
+bs=$(printf '\b')
+b1=$(printf '\001')
+i1=$(printf '\003')
+
+# rendered_artefacts FILE: FILE holds a page rendered with overstrikes
+# (nroff's bold and italics); prints each prototype whose arguments are not
+# declarations, and each doubled quote, one per line
+rendered_artefacts() {
+	# bold chars X^HX get \001 before them, italic _^HX get \003; lines
+	# joined, so that a prototype broken over lines is seen whole
+	LC_ALL=C sed -e "s/\(.\)$bs\1/$b1\1/g" -e "s/_$bs\(.\)/$i1\1/g" "$1" |
+		LC_ALL=C tr '\n' ' ' | LC_ALL=C tr -s ' ' >"$1.marked"
+	LC_ALL=C grep -o "\(${b1}[A-Za-z0-9_.:]\)\{1,\}(${i1}[^)]*)" "$1.marked" |
+		LC_ALL=C tr -d "$b1$i1" |
+		LC_ALL=C awk '{
+			args = $0
+			sub(/^[^(]*\(/, "", args)
+			sub(/\)$/, "", args)
+			n = split(args, a, /, */)
+			for (k = 1; k <= n; k++) {
+				v = a[k]
+				sub(/^ +/, "", v)
+				sub(/ +$/, "", v)
+				if (v == "void" || v == "...")
+					continue
+				if (v !~ /^[A-Za-z_][A-Za-z0-9_]*( +[A-Za-z_][A-Za-z0-9_]*)* *[* ] *\**[A-Za-z_][A-Za-z0-9_]*(\[\])?$/) {
+					print "prototype with prose as arguments: " $0
+					next
+				}
+			}
+		}'
+	LC_ALL=C tr -d "$b1$i1" <"$1.marked" | LC_ALL=C grep -o '.\{0,30\}"".\{0,10\}' |
+		sed 's/^/doubled quote: /'
+}
+
+# markup_clean RENDERER PAGE: PAGE rendered by RENDERER (mandoc or man)
+# has none of rendered_artefacts
+markup_clean() {
+	if [ "$1" = mandoc ]; then
+		LC_ALL=C "$MANDOC" -Tascii "$2" >"$tmp/page" 2>/dev/null
+	else
+		LC_ALL=C MANWIDTH=200 MAN_KEEP_FORMATTING=1 man -l "$2" >"$tmp/page" 2>/dev/null
+	fi || {
+		fail "$1 could not render $2"
+		return 1
+	}
+	[ -s "$tmp/page" ] || {
+		fail "$1 rendered $2 empty"
+		return 1
+	}
+	rendered_artefacts "$tmp/page" >"$tmp/artefacts"
+	if [ -s "$tmp/artefacts" ]; then
+		fail "$1 renders markup artefacts in $2:"
+		sed 's/^/  /' "$tmp/artefacts" >>"$tmp/diag"
+	fi
+	[ ! -s "$tmp/artefacts" ]
+}
+
+# the checker itself on a page made to fail: prose after .Fn, nested .Qq
+t_artefacts_found() {
+	printf '%s\n' '.Dd January 1, 2026' '.Dt T 1' '.Os' '.Sh NAME' '.Nm t' \
+		'.Nd t' '.Sh DESCRIPTION' '.Fn state_dict lists a tied tensor' \
+		'.Fn dlrun_open "dlrun_model **m" "int n"' \
+		'.Pq Qq sgd , Qq adam' >"$tmp/bad.1"
+	LC_ALL=C "$MANDOC" -Tascii "$tmp/bad.1" >"$tmp/bad.txt" 2>/dev/null
+	rendered_artefacts "$tmp/bad.txt" >"$tmp/bad.found"
+	grep -F 'state_dict(lists, a, tied, tensor)' "$tmp/bad.found" >/dev/null ||
+		fail "the prose after .Fn was not found: $(cat "$tmp/bad.found")"
+	grep -F 'dlrun_open' "$tmp/bad.found" >/dev/null &&
+		fail "a prototype was taken for prose"
+	grep -F 'doubled quote' "$tmp/bad.found" >/dev/null ||
+		fail "the nested quotes were not found"
+	[ "$(wc -l <"$tmp/bad.found")" -eq 2 ] ||
+		fail "expected 2 findings: $(cat "$tmp/bad.found")"
+}
+
+if [ -n "$MANDOC" ] && [ -x "$MANDOC" ]; then
+	check "the markup checker finds prose after .Fn and nested quotes" t_artefacts_found
+fi
+for page in "$srcdir"/man/*.[1-9]; do
+	name=man/$(basename "$page")
+	if [ -n "$MANDOC" ] && [ -x "$MANDOC" ]; then
+		check "mandoc -Tascii $name: no prose rendered as a prototype, no nested quotes" \
+			markup_clean mandoc "$page"
+	else
+		skip "mandoc -Tascii $name: no prose rendered as a prototype, no nested quotes" "no mandoc"
+	fi
+	if command -v man >/dev/null 2>&1 && command -v nroff >/dev/null 2>&1; then
+		check "man $name: no prose rendered as a prototype, no nested quotes" \
+			markup_clean man "$page"
+	else
+		skip "man $name: no prose rendered as a prototype, no nested quotes" \
+			"man or nroff (man-db, groff) not installed"
+	fi
+done
 
 done_testing

@@ -180,7 +180,13 @@ INFER = [
     ("moe_noisy_k2", [5, 6], 3, 4, 2, 8, 3, "relu", True, 0.1),
     ("moe_noisy_k1_b1", [4, 5], 1, 3, 1, 5, 6, "tanh", True, 0.01),
     ("moe_balance_k3", [6], 4, 5, 3, 7, 2, "silu", False, 0.5),
+    # top 1 with a noise that would change the choice of some tokens: the
+    # clean logits still choose, with weight 1
+    ("moe_noisy_k1_eval", [6, 5], 2, 4, 1, 6, 3, "relu", True, 0.0),
 ]
+# noise.weight scaled up (a trained gate's noise), so that noisy logits
+# would choose other experts than the clean ones
+NOISE_SCALE = {"moe_noisy_k1_eval": 8.0}
 
 
 def gen_infer():
@@ -189,6 +195,15 @@ def gen_infer():
         D = shape[-1]
         w = {key: v.float().double() for key, v in weights(g, E, D, H, O, noisy).items()}
         x = torch.randn([batch] + shape, generator=g).float().double()
+        if name in NOISE_SCALE:
+            w["moe.noise.weight"] = (w["moe.noise.weight"] * NOISE_SCALE[name]).float().double()
+            tok = x.reshape(-1, D)
+            clean = tok @ w["moe.gate.weight"].T
+            z = torch.tensor(run_seed(1).noise(tok.shape[0], E), dtype=torch.float64)
+            noisy_logits = clean + z * torch.nn.functional.softplus(tok @ w["moe.noise.weight"].T)
+            changed = int((noisy_logits.argmax(1) != clean.argmax(1)).sum())
+            assert changed > 0, name
+            print("%s: noise would change %d of %d choices" % (name, changed, tok.shape[0]))
         y, _ = moe(w, x, E, k, act, noisy, 0)
         d = os.path.join(TOP, "tests", "fixtures", "moe", name)
         os.makedirs(d, exist_ok=True)

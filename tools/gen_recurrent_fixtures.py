@@ -271,6 +271,13 @@ AD_CASES = [
      2, 4, 1, 5, 3, False),
     ("ad_lstm_additive_h0_only", {"cell": "lstm", "hidden_size": 4,
                                   "attention_size": 5}, 3, 3, 2, 4, 3, "h0"),
+    # bias: false, as GRUCell/LSTMCell(bias=False): no cell.bias_ih or
+    # cell.bias_hh, the score's parameters after the cell's two weights
+    ("ad_gru_additive_nobias_h0", {"hidden_size": 4, "attention_size": 3,
+                                   "bias": False}, 2, 4, 3, 5, 4, True),
+    ("ad_lstm_bilinear_nobias", {"cell": "lstm", "hidden_size": 5,
+                                 "score": "bilinear", "bias": False},
+     3, 3, 2, 4, 6, False),
 ]
 
 AD_ARGS = {"ad_lstm_additive_h0_c0": "--batch-size 1"}
@@ -283,7 +290,8 @@ def make_ad_case(root, name, hp, N, T, Dx, S, Dm, states):
     out = hp.get("output", "sequence")
     H = hp["hidden_size"]
     A = hp.get("attention_size", H)
-    mod = (nn.LSTMCell if cell == "lstm" else nn.GRUCell)(Dx + Dm, H).double()
+    mod = (nn.LSTMCell if cell == "lstm" else nn.GRUCell)(
+        Dx + Dm, H, bias=hp.get("bias", True)).double()
     with torch.no_grad():
         for prm in mod.parameters():
             prm.copy_(uniform(g, prm.shape))

@@ -30,6 +30,8 @@ Loader fixtures, written to tests/data/loader/ (tests/loader.sh):
                                 train_parity/gpt_tied/probe.npy
   shared_repeat_full.safetensors  PyTorch's state_dict of the shared
                                 repeat: all three copies' keys, equal
+                                (copies 1 and 2's are unexpected keys
+                                to dlrun: it loads with --ignore-extra)
   digits.yaml, digits.safetensors, digits_x.npy, digits_y.npy
                                 digit names ("0", "3", "4") for PyTorch's
                                 index keys (layers.0.weight, 4.weight)

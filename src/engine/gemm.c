@@ -156,11 +156,13 @@ typedef float sk_v8 __attribute__((vector_size(32)));
 typedef float sk_v8u __attribute__((vector_size(32), aligned(4), may_alias));
 #define SK_LD(p) (*(const sk_v8u *)(p))
 
-/* The sum of one dot product: v's lanes pairwise, then the k from k0 */
+/* The sum of one dot product: *v's lanes pairwise, then the k from k0
+ * (v by address: a vector argument's ABI depends on the clone's target) */
 static inline __attribute__((always_inline)) float
-skinny_sum(sk_v8 v, const float *a, const float *b, int k0, int K)
+skinny_sum(const sk_v8 *v, const float *a, const float *b, int k0, int K)
 {
-	float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+	float s = (((*v)[0] + (*v)[4]) + ((*v)[1] + (*v)[5])) +
+		  (((*v)[2] + (*v)[6]) + ((*v)[3] + (*v)[7]));
 	for (int t = k0; t < K; t++)
 		s += a[t] * b[t];
 	return s;
@@ -199,18 +201,18 @@ skinny_tile(const float *A, int lda, const float *Bt, int ldb, float *C, int ldc
 				c31 += x * w;
 		}
 	}
-	C[0] = skinny_sum(c00, a0, b0, k, K);
+	C[0] = skinny_sum(&c00, a0, b0, k, K);
 	if (NB > 1)
-		C[1] = skinny_sum(c01, a0, b1, k, K);
+		C[1] = skinny_sum(&c01, a0, b1, k, K);
 	if (R == 1)
 		return;
-	C[ldc] = skinny_sum(c10, a1, b0, k, K);
-	C[2L * ldc] = skinny_sum(c20, a2, b0, k, K);
-	C[3L * ldc] = skinny_sum(c30, a3, b0, k, K);
+	C[ldc] = skinny_sum(&c10, a1, b0, k, K);
+	C[2L * ldc] = skinny_sum(&c20, a2, b0, k, K);
+	C[3L * ldc] = skinny_sum(&c30, a3, b0, k, K);
 	if (NB > 1) {
-		C[ldc + 1] = skinny_sum(c11, a1, b1, k, K);
-		C[2L * ldc + 1] = skinny_sum(c21, a2, b1, k, K);
-		C[3L * ldc + 1] = skinny_sum(c31, a3, b1, k, K);
+		C[ldc + 1] = skinny_sum(&c11, a1, b1, k, K);
+		C[2L * ldc + 1] = skinny_sum(&c21, a2, b1, k, K);
+		C[3L * ldc + 1] = skinny_sum(&c31, a3, b1, k, K);
 	}
 }
 

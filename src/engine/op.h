@@ -97,6 +97,10 @@ struct dl_param {
 	                          * repeat), or NULL; set at layout. A tied
 	                          * parameter is not saved, counted, initialised
 	                          * or stepped: its owner is */
+	int repeat_copy;         /* tied by a shared repeat: no key of its own
+	                          * in a weights file (the model format keys
+	                          * the tensor by copy 0 alone), where share:
+	                          * accepts both keys */
 };
 
 /* ---- nodes ---- */

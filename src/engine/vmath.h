@@ -60,10 +60,14 @@ static inline float dl_erff(float x)
  * stays NaN. */
 static inline float dl_expf(float x)
 {
-	uint32_t b;
+	uint32_t b, b0;
 	memcpy(&b, &x, sizeof b);
+	b0 = b;
 	uint32_t mag = b & 0x7fffffffu;
-	mag = mag > 0x42ae0000u && mag <= 0x7f800000u ? 0x42ae0000u : mag;
+	/* NaN too, so that n below is a number (converting a NaN to int is
+	 * undefined); the result is set back to NaN at the end */
+	uint32_t nan = mag > 0x7f800000u ? 0xffffffffu : 0u;
+	mag = mag > 0x42ae0000u ? 0x42ae0000u : mag;
 	b = (b & 0x80000000u) | mag;
 	memcpy(&x, &b, sizeof x);
 	float fn = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -80,7 +84,12 @@ static inline float dl_expf(float x)
 	uint32_t bits = (uint32_t)((int32_t)fn + 127) << 23;
 	float s;
 	memcpy(&s, &bits, sizeof s);
-	return p * s;
+	float y = p * s;
+	uint32_t yb;
+	memcpy(&yb, &y, sizeof yb);
+	yb = (yb & ~nan) | ((b0 | 0x00400000u) & nan);
+	memcpy(&y, &yb, sizeof y);
+	return y;
 }
 
 /* Softmax's pieces over a row of n floats, for callers compiled per target

@@ -2534,7 +2534,8 @@ static int reads(const Onnx__NodeProto *n, const char *name)
 static int is_graph_output(struct imp *im, const char *name)
 {
 	for (size_t i = 0; i < im->g->n_output; i++)
-		if (strcmp(im->g->output[i]->name, name) == 0)
+		/* an output without a name is refused after the nodes run */
+		if (im->g->output[i]->name && strcmp(im->g->output[i]->name, name) == 0)
 			return 1;
 	return 0;
 }

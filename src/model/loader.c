@@ -291,6 +291,7 @@ static int bind_params(struct dl_graph *g, struct dl_error *err)
 						r->copy, dl_shape_str(&p->shape, a, sizeof a),
 						q ? dl_shape_str(&q->shape, c, sizeof c) : "does not exist");
 				p->tie = q;
+				p->repeat_copy = 1;
 			}
 		}
 	}

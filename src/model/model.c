@@ -331,6 +331,10 @@ static int check_keys(struct dl_graph *g, const struct dl_safetensors *st,
 		struct dl_node *n = &g->nodes[i];
 		for (int k = 0; k < n->n_params; k++) {
 			struct dl_param *p = &n->params[k];
+			/* a shared repeat's later copies: their keys in the
+			 * file are unexpected */
+			if (p->repeat_copy)
+				continue;
 			dl_param_key(n, p, key, sizeof key);
 			int t = dl_st_find(st, key);
 			if (t >= 0)
@@ -373,7 +377,8 @@ static int check_tied(struct dl_graph *g, const struct dl_safetensors *st,
 		for (int k = 0; k < n->n_params; k++) {
 			struct dl_param *p = &n->params[k];
 			int t;
-			if (!p->tie || (t = dl_st_find(st, dl_param_key(n, p, key, sizeof key))) < 0)
+			if (!p->tie || p->repeat_copy ||
+			    (t = dl_st_find(st, dl_param_key(n, p, key, sizeof key))) < 0)
 				continue;
 			const struct dl_param *o = owner(p);
 			int64_t c = dl_shape_numel(&p->shape);

@@ -215,7 +215,7 @@ static void relu6_backward(float *dinp, const float *dout, const float *inp,
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
-		dinp[i] += (x > 0.0f) & (x < 6.0f) ? g : 0.0f;
+		dinp[i] += ((x > 0.0f) & (x < 6.0f)) ? g : 0.0f;
 	}
 }
 
@@ -264,7 +264,7 @@ static void hardsigmoid_backward(float *dinp, const float *dout,
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
-		dinp[i] += ((x > -3.0f) & (x < 3.0f) ? g : 0.0f) * (1.0f / 6.0f);
+		dinp[i] += (((x > -3.0f) & (x < 3.0f)) ? g : 0.0f) * (1.0f / 6.0f);
 	}
 }
 

@@ -17,7 +17,7 @@
 #include "engine/vmath.h"
 #include "ops/attention.h"
 
-enum { AD_CELL, AD_HIDDEN, AD_SCORE, AD_SIZE, AD_OUTPUT, AD_COUNT };
+enum { AD_CELL, AD_HIDDEN, AD_SCORE, AD_SIZE, AD_OUTPUT, AD_BIAS, AD_COUNT };
 enum { CELL_GRU, CELL_LSTM };
 enum { OUT_SEQUENCE, OUT_LAST, OUT_ATTENTION };
 
@@ -31,10 +31,12 @@ static const struct dl_hp_desc ad_hp[] = {
 		     DL_HP_DERIVED | DL_HP_POSITIVE},
 	[AD_OUTPUT] = {"output", DL_HP_ENUM, "sequence",
 		       "sequence|last|attention", 0},
+	[AD_BIAS] = {"bias", DL_HP_BOOL, "true", NULL, 0},
 };
 
-/* Parameters in declaration order. */
-enum { P_WIH, P_WHH, P_BIH, P_BHH, P_SCORE };
+/* Parameters in declaration order; without bias the score's follow
+ * weight_hh (ad_dims's ps). */
+enum { P_WIH, P_WHH, P_BIH, P_BHH };
 
 /* Sizes of one call, and where its buffers are. The store (ctx->saved in
  * training, else the start of ws) keeps, in floats: hs [N, T, H] (h_t),
@@ -42,7 +44,7 @@ enum { P_WIH, P_WHH, P_BIH, P_BHH, P_SCORE };
  * lstm i, f, g, o), alpha [N, T, S], ctx [N, T, Dm]. The scratch follows
  * the store in ws. */
 struct ad_dims {
-	int lstm, out;
+	int lstm, out, bias, ps;                      /* ps: the score's first param */
 	int N, T, Dx, S, Dm, H, G, GH, Din;
 	struct dl_score sc;
 	size_t hs, cs, gates, alpha, ctx, store;      /* floats */
@@ -55,6 +57,8 @@ static void ad_dims(const struct dl_node *n, const struct dl_shape *x,
 	memset(d, 0, sizeof *d);
 	d->lstm = n->hp[AD_CELL].i == CELL_LSTM;
 	d->out = (int)n->hp[AD_OUTPUT].i;
+	d->bias = (int)n->hp[AD_BIAS].i;
+	d->ps = d->bias ? 4 : 2;
 	d->N = (int)x->d[0];
 	d->T = (int)x->d[1];
 	d->Dx = (int)x->d[2];
@@ -181,10 +185,10 @@ static int ad_infer(struct dl_node *n, const struct dl_shape *in,
 	if (rc >= 0)
 		rc = dl_node_param(n, "cell.weight_hh", &whs, DL_INIT_UNIFORM,
 				   bound, err);
-	if (rc >= 0)
+	if (rc >= 0 && n->hp[AD_BIAS].i)
 		rc = dl_node_param(n, "cell.bias_ih", &bs, DL_INIT_UNIFORM,
 				   bound, err);
-	if (rc >= 0)
+	if (rc >= 0 && n->hp[AD_BIAS].i)
 		rc = dl_node_param(n, "cell.bias_hh", &bs, DL_INIT_UNIFORM,
 				   bound, err);
 	/* the score's parameters and init as the attention op's */
@@ -231,18 +235,24 @@ static float sigm(float v)
 	return 1.0f / (1.0f + expf(-v));
 }
 
+/* bias b's element j; 0 without bias (b NULL) */
+static inline float bias_at(const float *b, int j)
+{
+	return b ? b[j] : 0.0f;
+}
+
 /* The score's parameters (and their gradients when grads). */
 static void score_params(const struct dl_node *n, struct ad_dims *d,
 			 int grads)
 {
 	if (d->sc.score == DL_SCORE_BILINEAR ||
 	    d->sc.score == DL_SCORE_ADDITIVE) {
-		d->sc.W = n->params[P_SCORE].data;
-		d->sc.dW = grads ? n->params[P_SCORE].grad : NULL;
+		d->sc.W = n->params[d->ps].data;
+		d->sc.dW = grads ? n->params[d->ps].grad : NULL;
 	}
 	if (d->sc.score == DL_SCORE_ADDITIVE) {
-		d->sc.w2 = n->params[P_SCORE + 1].data;
-		d->sc.dw2 = grads ? n->params[P_SCORE + 1].grad : NULL;
+		d->sc.w2 = n->params[d->ps + 1].data;
+		d->sc.dw2 = grads ? n->params[d->ps + 1].grad : NULL;
 	}
 }
 
@@ -308,7 +318,8 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 	const float *h0 = n->n_in > 2 ? in[2].data : NULL;
 	const float *c0 = n->n_in > 3 ? in[3].data : NULL;
 	const float *wih = n->params[P_WIH].data, *whh = n->params[P_WHH].data;
-	const float *bih = n->params[P_BIH].data, *bhh = n->params[P_BHH].data;
+	const float *bih = d.bias ? n->params[P_BIH].data : NULL;
+	const float *bhh = d.bias ? n->params[P_BHH].data : NULL;
 	int N = d.N, T = d.T, H = d.H, S = d.S, Dm = d.Dm, GH = d.GH;
 	memset(s.zero, 0, (size_t)N * H * sizeof(float));
 	/* stepped: each sequence's state (h0, c0 or zeros when it starts)
@@ -334,7 +345,7 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 	/* the inputs' part of the gates, every step at once */
 	dl_sgemm(0, 1, N * T, GH, d.Dx, 1.0f, x, d.Dx, wih, d.Din, 0.0f, s.xw,
 		 GH);
-	for (int64_t r = 0; r < (int64_t)N * T; r++)
+	for (int64_t r = 0; bih && r < (int64_t)N * T; r++)
 		for (int j = 0; j < GH; j++)
 			s.xw[r * GH + j] += bih[j];
 	for (int t = 0; t < T; t++) {
@@ -363,12 +374,13 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 			float *ho = hs + ((size_t)b * T + t) * H;
 			for (int j = 0; j < H; j++) {
 				if (d.lstm) {
-					float ig = sigm(gi[j] + gh[j] + bhh[j]);
-					float fg = sigm(gi[H + j] + gh[H + j] + bhh[H + j]);
+					float ig = sigm(gi[j] + gh[j] + bias_at(bhh, j));
+					float fg = sigm(gi[H + j] + gh[H + j] +
+							bias_at(bhh, H + j));
 					float gg = tanhf(gi[2 * H + j] + gh[2 * H + j] +
-							 bhh[2 * H + j]);
+							 bias_at(bhh, 2 * H + j));
 					float og = sigm(gi[3 * H + j] + gh[3 * H + j] +
-							bhh[3 * H + j]);
+							bias_at(bhh, 3 * H + j));
 					float cc = fg * cp[(size_t)b * ldc + j] + ig * gg;
 					g[j] = ig;
 					g[H + j] = fg;
@@ -377,9 +389,10 @@ static void ad_fwd(struct dl_node *n, const struct dl_tensor *in,
 					cs[((size_t)b * T + t) * H + j] = cc;
 					ho[j] = og * tanhf(cc);
 				} else {
-					float r = sigm(gi[j] + gh[j] + bhh[j]);
-					float z = sigm(gi[H + j] + gh[H + j] + bhh[H + j]);
-					float hn = gh[2 * H + j] + bhh[2 * H + j];
+					float r = sigm(gi[j] + gh[j] + bias_at(bhh, j));
+					float z = sigm(gi[H + j] + gh[H + j] +
+						       bias_at(bhh, H + j));
+					float hn = gh[2 * H + j] + bias_at(bhh, 2 * H + j);
 					float nn = tanhf(gi[2 * H + j] + r * hn);
 					g[j] = r;
 					g[H + j] = z;
@@ -429,7 +442,8 @@ static void ad_bwd(struct dl_node *n, const struct dl_tensor *in,
 	float *dc0 = n->n_in > 3 ? din[3] : NULL;
 	const float *wih = n->params[P_WIH].data, *whh = n->params[P_WHH].data;
 	float *dwih = n->params[P_WIH].grad, *dwhh = n->params[P_WHH].grad;
-	float *dbih = n->params[P_BIH].grad, *dbhh = n->params[P_BHH].grad;
+	float *dbih = d.bias ? n->params[P_BIH].grad : NULL;
+	float *dbhh = d.bias ? n->params[P_BHH].grad : NULL;
 	int N = d.N, T = d.T, H = d.H, S = d.S, Dm = d.Dm, GH = d.GH;
 	size_t nh = (size_t)N * H;
 	float *dgi = s.xw, *dgh = s.gh;
@@ -554,7 +568,7 @@ static const struct dl_op_desc op_attention_decoder = {
 	.backward = ad_bwd,
 	.step = ad_step,
 	.flags = DL_OP_COMPLEX | DL_OP_BWD_NO_OUTPUT,
-	.params = "cell.weight_ih [G*hidden_size, D_x + D_m], cell.weight_hh [G*hidden_size, hidden_size], cell.bias_ih [G*hidden_size], cell.bias_hh [G*hidden_size] (G = 3 gru, 4 lstm); bilinear: weight [hidden_size, D_m]; additive: w.weight [attention_size, hidden_size + D_m], w2.weight [1, attention_size]",
+	.params = "cell.weight_ih [G*hidden_size, D_x + D_m], cell.weight_hh [G*hidden_size, hidden_size], cell.bias_ih [G*hidden_size], cell.bias_hh [G*hidden_size] (bias: true) (G = 3 gru, 4 lstm); bilinear: weight [hidden_size, D_m]; additive: w.weight [attention_size, hidden_size + D_m], w2.weight [1, attention_size]",
 };
 
 const struct dl_op_desc *const dl_ops_attention_decoder[] = {

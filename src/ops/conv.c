@@ -12,6 +12,9 @@
 #include <string.h>
 
 #include "config.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include "engine/fuse.h"
 #include "engine/gemm.h"
 #include "engine/op.h"
@@ -347,6 +350,52 @@ static int im2col_small_fits(const struct win *w)
 	       w->kh * w->kw <= SMALL_TAPS;
 }
 
+/* The rows [r0, r1) of the columns from the shuffle table idx (one
+ * vector of cell indices per tap; SMALL_CELLS and up pick a zero): each
+ * row is a pure copy, so every variant gives the same bits. */
+static void small_rows(float *restrict col, const float *restrict img, const v16i *idx,
+		       int64_t taps, int64_t HW, int64_t P, int64_t r0, int64_t r1,
+		       int64_t cols)
+{
+	/* the plane, then the zero vector's cells */
+	float cells[2 * SMALL_CELLS] = {0};
+	int64_t loaded = -1;
+	for (int64_t r = r0; r < r1; r++) {
+		int64_t c = r / taps, t = r % taps;
+		if (c != loaded) {
+			memcpy(cells, img + c * HW, (size_t)HW * sizeof(float));
+			loaded = c;
+		}
+		float *dst = col + r * cols;
+		for (int64_t k = 0; k < P; k++)
+			dst[k] = cells[idx[t][k]];
+	}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SMALL_AVX512 1
+/* small_rows with AVX-512's two-source permute, one instruction a row
+ * (GCC and clang both have the intrinsic; the caller checks the CPU) */
+__attribute__((target("avx512f"))) static void
+small_rows_avx512(float *restrict col, const float *restrict img, const v16i *idx,
+		  int64_t taps, int64_t HW, int64_t P, int64_t r0, int64_t r1, int64_t cols)
+{
+	const __m512 zero = _mm512_setzero_ps();
+	const __mmask16 in = (__mmask16)((1u << HW) - 1), out = (__mmask16)((1u << P) - 1);
+	__m512 v = zero;
+	int64_t loaded = -1;
+	for (int64_t r = r0; r < r1; r++) {
+		int64_t c = r / taps, t = r % taps;
+		if (c != loaded) {
+			v = _mm512_maskz_loadu_ps(in, img + c * HW);
+			loaded = c;
+		}
+		__m512i ix = _mm512_loadu_si512((const void *)&idx[t]);
+		_mm512_mask_storeu_ps(col + r * cols, out, _mm512_permutex2var_ps(v, ix, zero));
+	}
+}
+#endif
+
 /* im2col_part's rows [r0, r1) of a whole small plane (im2col_small_fits) */
 DL_CLONES static void im2col_small(float *restrict col, const float *restrict img,
 				   const struct win *w, int64_t r0, int64_t r1, int64_t cols)
@@ -372,19 +421,13 @@ DL_CLONES static void im2col_small(float *restrict col, const float *restrict im
 		/* SMALL_CELLS and up: the zero vector's */
 		idx[t] = (ok & (ih * (int32_t)w->W + iw)) | (~ok & SMALL_CELLS);
 	}
-	const v16f zero = {0};
-	v16f v = zero;
-	int64_t loaded = -1;
-	for (int64_t r = r0; r < r1; r++) {
-		int64_t c = r / taps, t = r % taps;
-		if (c != loaded) {
-			v = zero;
-			memcpy(&v, img + c * HW, (size_t)HW * sizeof(float));
-			loaded = c;
-		}
-		v16f out = __builtin_shuffle(v, zero, idx[t]);
-		memcpy(col + r * cols, &out, (size_t)P * sizeof(float));
+#ifdef SMALL_AVX512
+	if (__builtin_cpu_supports("avx512f")) {
+		small_rows_avx512(col, img, idx, taps, HW, P, r0, r1, cols);
+		return;
 	}
+#endif
+	small_rows(col, img, idx, taps, HW, P, r0, r1, cols);
 }
 
 DL_CLONES static void im2col_part(float *restrict col, const float *restrict img,

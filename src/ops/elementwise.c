@@ -520,7 +520,7 @@ static void clamp_backward(float *dinp, const float *dout, const float *inp,
 #pragma omp parallel for simd if (parallel: n > PAR_MIN)
 	for (int64_t i = 0; i < n; i++) {
 		float x = inp[i], g = dout[i];
-		dinp[i] += (x >= lo) & (x <= hi) ? g : 0.0f;
+		dinp[i] += ((x >= lo) & (x <= hi)) ? g : 0.0f;
 	}
 }
 

@@ -290,7 +290,7 @@ DL_CLONES static void maxpool_chunk(float *restrict m, int32_t *restrict arg,
 				#pragma omp simd
 				for (int64_t k = 0; k < len; k++) {
 					float v = x[start[k] + t], c = m[k];
-					m[k] = (v > c) | (v != v) ? v : c;
+					m[k] = ((v > c) | (v != v)) ? v : c;
 				}
 			}
 		}

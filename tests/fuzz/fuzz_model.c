@@ -5,6 +5,7 @@
 
 #include "dlrun.h"
 #include "engine/graph.h"
+#include "model/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

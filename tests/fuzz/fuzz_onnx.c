@@ -5,6 +5,7 @@
  * (a crash leaves it, empty). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

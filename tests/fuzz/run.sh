@@ -38,10 +38,14 @@ flags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefine
 $(pkg-config --cflags yaml-0.1 jansson zlib $mpi 2>/dev/null) -I/usr/include/x86_64-linux-gnu/openblas-pthread/"
 libs="${onnx:+-lprotobuf-c }${mpi:+$(pkg-config --libs $mpi) }-lyaml -ljansson -lz -L/usr/lib/x86_64-linux-gnu/openblas-pthread/ -lopenblas -lgomp -lm"
 objs=
+# the newest header: an object older than it is rebuilt too (a struct that
+# changed size in a header left stale objects reading past it)
+# shellcheck disable=SC2012
+newest_h=$(ls -t "$src"/src/*.h "$src"/src/*/*.h config.h 2>/dev/null | head -n 1)
 # compile SOURCE: into $BUILD/obj unless up to date, appended to $objs
 compile() {
 	o=$BUILD/obj/$(echo "${1#*/src/}" | tr / _ | sed 's/\.c$/.o/')
-	if [ ! -f "$o" ] || [ "$1" -nt "$o" ]; then
+	if [ ! -f "$o" ] || [ "$1" -nt "$o" ] || { [ -n "$newest_h" ] && [ "$newest_h" -nt "$o" ]; }; then
 		# shellcheck disable=SC2086
 		$CLANG $flags ${onnx:+$(pkg-config --cflags libprotobuf-c 2>/dev/null) -I$(pwd)/src} \
 			-c "$1" -o "$o"
