@@ -103,6 +103,7 @@ void dl_graph_free(struct dl_graph *g)
 	for (int i = 0; i < g->n_ignore_keys; i++)
 		free(g->ignore_keys[i]);
 	free(g->ignore_keys);
+	free(g->data);
 	free(g->file);
 	free(g->name);
 	free(g->weights);

@@ -51,11 +51,17 @@ static int plan_for(struct dl_trainer *t, const struct dl_dataset *d, int64_t b,
 	return 0;
 }
 
-/* Copies the samples idx[0..b) of d into the batch buffers; fills bt. */
-static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64_t *idx,
-		   int64_t b, struct dl_batch *bt)
+/* Copies the samples idx[0..b) of d into the batch buffers (or has d's
+ * source make them); fills bt. */
+static int gather(struct dl_trainer *t, const struct dl_dataset *d, const int64_t *idx,
+		  int64_t b, struct dl_batch *bt, struct dl_error *err)
 {
-	for (int k = 0; k < d->n_x; k++) {
+	if (d->src) {
+		int rc = d->src->fill(d->src->user, t->pos.epoch, idx, b, t->bx[0], err);
+		if (rc)
+			return rc;
+	}
+	for (int k = 0; !d->src && k < d->n_x; k++) {
 		int64_t xs = dl_array_sample_numel(&d->x[k]);
 		int one = dl_array_broadcast(&d->x[k], d->n);   /* row 0 for every sample */
 		for (int64_t i = 0; i < b; i++)
@@ -75,6 +81,7 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 	bt->yshape.d[0] = b;
 	bt->ids = d->y.ids ? t->bids : NULL;
 	bt->targets = d->y.ids ? NULL : t->by;
+	return 0;
 }
 
 /* The data-parallel run's dl_dist, or NULL for one process. */
@@ -111,7 +118,8 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 		if (rc)
 			return rc;
 		struct dl_batch bt;
-		gather(t, d, t->perm, b, &bt);
+		if ((rc = gather(t, d, t->perm, b, &bt, err)) != 0)
+			return rc;
 		dl_step_forward(&t->step, bt.in, &ctx);
 		double l;
 		int64_t c, n;
@@ -198,6 +206,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				t->perm[i] = t->perm[j];
 				t->perm[j] = tmp;
 			}
+		if (t->train->src && t->train->src->plan)
+			t->train->src->plan(t->train->src->user, t->pos.epoch, t->perm, n, bs);
 		/* the epoch's sums so far: zero, or a checkpoint's */
 		double sum = t->pos.ep_loss, bsum = t->pos.ep_aux;
 		int64_t seen = t->pos.ep_seen;
@@ -214,7 +224,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			if ((rc = plan_for(t, t->train, nr, 1, err)) != 0)
 				return rc;
 			struct dl_batch bt;
-			gather(t, t->train, t->perm + off + lo, nr, &bt);
+			if ((rc = gather(t, t->train, t->perm + off + lo, nr, &bt, err)) != 0)
+				return rc;
 			lr = dl_lr_at(&t->sched, t->pos.step);
 			double loss;
 			if ((rc = dl_train_step(&t->step, &bt, lr, t->pos.step, &ctx, &loss, err)) != 0)

@@ -16,6 +16,7 @@
 #include "model/yamlutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/image_data.h"
 #include "train/dist.h"
 #include "train/loop.h"
 #include "verbs/verbs.h"
@@ -326,11 +327,37 @@ static void input_names(const struct dl_graph *g, char *buf, size_t size)
 					 g->inputs[i].name);
 }
 
+/* Image folders or list files (train/image_data.h), for --data and
+ * --val-data alike. */
+static int load_images(struct run *R, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	if (c->labels || c->val_labels)
+		return dl_error_set(err, DL_EINPUT, "train: %s is image data, labelled by its "
+				    "class folders (or the list's LABEL column); --labels and "
+				    "--val-labels do not go with it", c->data);
+	if (c->val_split > 0)
+		return dl_error_set(err, DL_EINPUT, "train: --val-split does not split image "
+				    "data; give the validation images with --val-data DIR");
+	if (c->val_data && !dl_image_data_probe(c->val_data))
+		return dl_error_set(err, DL_EINPUT, "%s: --data is image data, so --val-data is "
+				    "too (a folder of class folders or a list of PATH LABEL lines)",
+				    c->val_data);
+	int rc = dl_image_data_load(&R->train, c->data, R->g, 1, (uint64_t)c->seed,
+				    dl_threads(), NULL, err);
+	if (rc == 0 && c->val_data)
+		rc = dl_image_data_load(&R->val, c->val_data, R->g, 0, (uint64_t)c->seed,
+					dl_threads(), NULL, err);
+	return rc;
+}
+
 /* Training and validation data as the model's inputs and the loss want. */
 static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
 {
 	struct cfg *c = &R->c;
 	struct dl_graph *g = R->g;
+	if (strcmp(c->data, "-") != 0 && dl_image_data_probe(c->data))
+		return load_images(R, err);
 	int npz = is_npz(c->data), rc;
 	char names[512];
 	input_names(g, names, sizeof names);
