@@ -312,6 +312,11 @@ int dl_pipeline_run(const struct dl_pipeline *pipe, const struct dl_image *img, 
 		    struct dl_error *err)
 {
 	memset(out, 0, sizeof *out);
+	struct dl_rng fixed;
+	if (!rng) {
+		dl_rng_seed(&fixed, 0);
+		rng = &fixed;
+	}
 	int c = img->c == 1 && want_c == 3 ? 3 : img->c;
 	size_t plane = (size_t)img->w * (size_t)img->h;
 	out->v = malloc((size_t)c * plane * sizeof *out->v);

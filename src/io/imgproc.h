@@ -52,8 +52,8 @@ struct dl_img_buf {
 
 /* Runs pipe on img into out (caller frees out->v): a gray image is made
  * RGB first when want_c is 3 (as torchvision's ImageFolder loader does);
- * rng draws the random steps' choices (may be NULL when the pipeline has
- * none). name (the file) prefixes errors. */
+ * rng draws the random steps' choices (NULL: a generator seeded with 0);
+ * name (the file) prefixes errors. */
 int dl_pipeline_run(const struct dl_pipeline *pipe, const struct dl_image *img,
 		    int want_c, struct dl_rng *rng, struct dl_img_buf *out,
 		    const char *name, struct dl_error *err);

@@ -75,8 +75,12 @@ int infer_files_next(struct infer_files *F, float *buf, const char **path,
 {
 	if (F->next >= F->n)
 		return 0;
+	/* random steps in an evaluation pipeline draw from (seed 0, the
+	 * file's place): the same output on every run */
+	struct dl_rng r;
+	dl_image_rng(&r, 0, 0, F->next);
 	*path = F->paths[F->next++];
-	int rc = dl_image_sample(F->pipe, F->c, F->h, F->w, *path, NULL, buf, err);
+	int rc = dl_image_sample(F->pipe, F->c, F->h, F->w, *path, &r, buf, err);
 	return rc ? rc : 1;
 }
 
