@@ -60,6 +60,7 @@ void dl_image_free(struct dl_image *img)
 	img->px = NULL;
 }
 
+#if defined(HAVE_PNG) || defined(HAVE_JPEG)
 /* w x h x c bytes, or DL_EINPUT when w x h is out of range. */
 static int alloc_pixels(struct dl_image *img, int64_t w, int64_t h, int c,
 			const char *name, struct dl_error *err)
@@ -81,6 +82,7 @@ static int alloc_pixels(struct dl_image *img, int64_t w, int64_t h, int c,
 	img->c = c;
 	return 0;
 }
+#endif
 
 #ifdef HAVE_PNG
 /* The simplified API composites alpha onto black when asked for a format

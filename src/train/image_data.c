@@ -329,18 +329,25 @@ int dl_image_list_dir(const char *dir, char ***paths, int64_t *n, struct dl_erro
 	struct list L = {0};
 	*paths = NULL;
 	*n = 0;
-	int rc = walk(&L, dir, 0, 0, err);
+	char root[4096];
+	size_t len = strlen(dir);
+	while (len > 1 && dir[len - 1] == '/')
+		len--;   /* DIR/ names its files DIR/a.png, not DIR//a.png */
+	if (len >= sizeof root)
+		return dl_error_set(err, DL_EINPUT, "%s: path too long", dir);
+	snprintf(root, sizeof root, "%.*s", (int)len, dir);
+	int rc = walk(&L, root, 0, 0, err);
 	if (rc == 0)
 		qsort(L.e, (size_t)L.n, sizeof *L.e, cmp_entry);
 	char **v = rc ? NULL : calloc((size_t)L.n + 1, sizeof *v);
 	if (rc == 0 && !v)
 		rc = dl_error_set(err, DL_ERUN, "out of memory");
 	for (int64_t i = 0; rc == 0 && i < L.n; i++) {
-		size_t len = strlen(L.e[i].dir) + strlen(L.e[i].name) + 2;
-		if (!(v[i] = malloc(len)))
+		size_t size = strlen(L.e[i].dir) + strlen(L.e[i].name) + 2;
+		if (!(v[i] = malloc(size)))
 			rc = dl_error_set(err, DL_ERUN, "out of memory");
 		else
-			path_of(&L.e[i], v[i], len);
+			path_of(&L.e[i], v[i], size);
 	}
 	if (rc)
 		dl_image_paths_free(v, L.n);

@@ -686,6 +686,8 @@ static int infer_on_files(struct infer *I, char **files, int n_files, int top, i
 					       dl_shape_numel(&I->out_shape[0]), err);
 			if (rc == 0 && fflush(f) != 0)
 				rc = dl_error_set(err, DL_ERUN, "write failed: %s", strerror(errno));
+			if (rc && errno == EPIPE && f == stdout)
+				rc = err->code = DL_EPIPE;   /* as `head` closing the pipe */
 		} else if (rc == 0) {
 			rc = write_outputs(I, err);
 		}
