@@ -8,7 +8,8 @@
 #     grayscale and normalize exact;
 #   - an ImageFolder (and the same as a PATH LABEL list) trained 2 epochs
 #     gives the bytes of the same run from the equivalent .npz, and random
-#     augmentation gives the same weights at 1 and 2 threads;
+#     augmentation gives the same weights at 1 and 2 threads and when
+#     resumed from a checkpoint;
 #   - infer --top 3 and --json on files;
 #   - bad input: truncated PNG, corrupt JPEG, empty class folder, wrong
 #     shape, an image on stdin, bad data: steps: exit 2, one line naming
@@ -109,9 +110,17 @@ t_augment() {
 		fail "random augmentation differs between 1 and 2 threads"
 	cmp -s "$tmp/aug1.safetensors" "$tmp/a.safetensors" &&
 		fail "random augmentation changed nothing"
-	return 0
+	# resumed from a checkpoint inside the last epoch: the same bytes
+	run_plain train "$tmp/aug.yaml" --data "$d/folder" --epochs 3 --batch-size 4 --seed 2 \
+		--checkpoint "$tmp/ck.safetensors" --checkpoint-every 4 -o "$tmp/full.safetensors"
+	expect_rc 0 || return 1
+	run_plain train "$tmp/aug.yaml" --data "$d/folder" --epochs 3 --batch-size 4 --seed 2 \
+		--resume "$tmp/ck.safetensors" -o "$tmp/res.safetensors"
+	expect_rc 0 || return 1
+	cmp -s "$tmp/full.safetensors" "$tmp/res.safetensors" ||
+		fail "a run resumed from its checkpoint differs from the uninterrupted one"
 }
-check "random augmentation: same seed, same weights at 1 and 2 threads" t_augment
+check "random augmentation: same weights at 1 and 2 threads, and resumed" t_augment
 
 cat >"$tmp/top.yaml" <<EOF
 inputs: {x: {shape: [3, 4, 4]}}

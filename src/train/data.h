@@ -43,8 +43,9 @@ struct dl_sample_source {
 	void *user;
 	int (*fill)(void *user, int64_t epoch, const int64_t *idx, int64_t b, float *x,
 		    struct dl_error *err);
-	/* The order of the epoch's samples, at its start, so the next
-	 * batches can be made ahead (may be NULL). */
+	/* The order of the epoch's samples still to come (all of them, or
+	 * those after a checkpoint's batch), in batches of `batch`, so they
+	 * can be made ahead (may be NULL). */
 	void (*plan)(void *user, int64_t epoch, const int64_t *order, int64_t n,
 		     int64_t batch);
 	void (*free)(void *user);

@@ -427,6 +427,7 @@ struct source {
 	int64_t epoch, n, batch, next;   /* the epoch's order and the next
 	                                  * batch offset to make */
 	int64_t *order;
+	int64_t order_cap, slot_cap;     /* samples in order; in each slot */
 	struct slot slot[AHEAD];
 };
 
@@ -503,27 +504,34 @@ static void src_plan(void *user, int64_t epoch, const int64_t *order, int64_t n,
 			pthread_cond_wait(&S->cv, &S->mu);
 		S->slot[k].state = 0;
 	}
-	if (!S->order || batch > S->batch) {
+	if (n > S->order_cap) {
 		free(S->order);
-		S->order = malloc((size_t)n * sizeof *S->order + 1);
+		S->order = malloc((size_t)n * sizeof *S->order);
+		S->order_cap = S->order ? n : 0;
+	}
+	if (batch > S->slot_cap) {
+		S->slot_cap = batch;
 		for (int k = 0; k < AHEAD; k++) {
 			free(S->slot[k].idx);
 			free(S->slot[k].x);
 			S->slot[k].idx = malloc((size_t)batch * sizeof *S->slot[k].idx);
 			S->slot[k].x = malloc((size_t)(batch * S->per) * sizeof *S->slot[k].x);
 			if (!S->slot[k].idx || !S->slot[k].x)
-				S->order = NULL;   /* out of memory: no prefetch */
+				S->slot_cap = 0;
 		}
 	}
-	if (S->order) {
-		memcpy(S->order, order, (size_t)n * sizeof *S->order);
-		S->epoch = epoch;
-		S->n = n;
-		S->batch = batch;
-		S->next = 0;
-		if (!S->started && pthread_create(&S->thread, NULL, prefetch, S) == 0)
-			S->started = 1;
+	if (S->order_cap < n || S->slot_cap < batch) {   /* out of memory: */
+		S->n = S->next = 0;                       /* no batches ahead */
+		pthread_mutex_unlock(&S->mu);
+		return;
 	}
+	memcpy(S->order, order, (size_t)n * sizeof *S->order);
+	S->epoch = epoch;
+	S->n = n;
+	S->batch = batch;
+	S->next = 0;
+	if (!S->started && pthread_create(&S->thread, NULL, prefetch, S) == 0)
+		S->started = 1;
 	pthread_cond_broadcast(&S->cv);
 	pthread_mutex_unlock(&S->mu);
 }

@@ -206,8 +206,9 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				t->perm[i] = t->perm[j];
 				t->perm[j] = tmp;
 			}
-		if (t->train->src && t->train->src->plan)
-			t->train->src->plan(t->train->src->user, t->pos.epoch, t->perm, n, bs);
+		if (t->train->src && t->train->src->plan && t->pos.batch * bs < n)   /* to come */
+			t->train->src->plan(t->train->src->user, t->pos.epoch,
+					    t->perm + t->pos.batch * bs, n - t->pos.batch * bs, bs);
 		/* the epoch's sums so far: zero, or a checkpoint's */
 		double sum = t->pos.ep_loss, bsum = t->pos.ep_aux;
 		int64_t seen = t->pos.ep_seen;
