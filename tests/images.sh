@@ -213,6 +213,12 @@ t_stdin() {
 }
 check "an image on stdin says what it is and what reads it" t_stdin
 
+t_one_image() {
+	want="big.png: one image; --data takes a folder"
+	bad train "$tmp/f.yaml" --data "$d/big.png" -o "$tmp/out.npy"
+}
+check "train --data IMAGE says what --data takes" t_one_image
+
 t_steps() {
 	printf 'inputs: {x: {shape: [3, 4, 4]}}\ndata:\n  image: [resize: 4, centre_crop: 4]\nlayers: [flatten]\n' \
 		>"$tmp/s.yaml"

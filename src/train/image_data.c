@@ -380,6 +380,8 @@ int dl_image_data_probe(const char *path)
 	size_t n = fread(buf, 1, sizeof buf - 1, f);
 	fclose(f);
 	buf[n] = '\0';
+	if (dl_image_sniff(buf, n) != DL_IMAGE_NONE)
+		return 2;
 	if (n == 0 || (unsigned char)buf[0] == 0x93 || memcmp(buf, "PK", 2) == 0 ||
 	    memchr(buf, 0, n))
 		return 0;

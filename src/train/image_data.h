@@ -13,7 +13,7 @@
 #include "train/data.h"
 
 /* 1 when path is image data: a directory, or a list file whose first
- * line is `PATH LABEL` (not an .npy or .npz). */
+ * line is `PATH LABEL` (not an .npy or .npz); 2 when it is one image. */
 int dl_image_data_probe(const char *path);
 
 /* Reads the folder or list file at path into d: labels in d->y.ids, the

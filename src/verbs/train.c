@@ -339,7 +339,7 @@ static int load_images(struct run *R, struct dl_error *err)
 	if (c->val_split > 0)
 		return dl_error_set(err, DL_EINPUT, "train: --val-split does not split image "
 				    "data; give the validation images with --val-data DIR");
-	if (c->val_data && !dl_image_data_probe(c->val_data))
+	if (c->val_data && dl_image_data_probe(c->val_data) != 1)
 		return dl_error_set(err, DL_EINPUT, "%s: --data is image data, so --val-data is "
 				    "too (a folder of class folders or a list of PATH LABEL lines)",
 				    c->val_data);
@@ -356,7 +356,12 @@ static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_e
 {
 	struct cfg *c = &R->c;
 	struct dl_graph *g = R->g;
-	if (strcmp(c->data, "-") != 0 && dl_image_data_probe(c->data))
+	int images = strcmp(c->data, "-") != 0 ? dl_image_data_probe(c->data) : 0;
+	if (images == 2)
+		return dl_error_set(err, DL_EINPUT, "%s: one image; --data takes a folder with "
+				    "one subfolder of images per class, or a list file of PATH "
+				    "LABEL lines", c->data);
+	if (images)
 		return load_images(R, err);
 	int npz = is_npz(c->data), rc;
 	char names[512];
