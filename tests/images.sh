@@ -219,6 +219,13 @@ t_one_image() {
 }
 check "train --data IMAGE says what --data takes" t_one_image
 
+t_npy_operand() {
+	model 3,30,40 "to_float: {}"
+	want="full.npy: a .npy array, not an image; 'dlrun infer MODEL -i"
+	bad infer "$tmp/m.yaml" "$d/full.npy" -o "$tmp/out.npy"
+}
+check "an .npy array as an image operand says what reads it" t_npy_operand
+
 t_steps() {
 	printf 'inputs: {x: {shape: [3, 4, 4]}}\ndata:\n  image: [resize: 4, centre_crop: 4]\nlayers: [flatten]\n' \
 		>"$tmp/s.yaml"

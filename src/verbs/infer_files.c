@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "model/data_spec.h"
@@ -80,6 +81,17 @@ int infer_files_next(struct infer_files *F, float *buf, const char **path,
 	struct dl_rng r;
 	dl_image_rng(&r, 0, 0, F->next);
 	*path = F->paths[F->next++];
+	/* an array file given as an image operand: say what reads it */
+	FILE *f = fopen(*path, "rb");
+	if (f) {
+		unsigned char head[6] = {0};
+		size_t got = fread(head, 1, sizeof head, f);
+		fclose(f);
+		if (got == 6 && memcmp(head, "\x93NUMPY", 6) == 0)
+			return dl_error_set(err, DL_EINPUT, "%s: a .npy array, not an image; "
+					    "'dlrun infer MODEL -i %s' (or on stdin) reads arrays",
+					    *path, *path);
+	}
 	int rc = dl_image_sample(F->pipe, F->c, F->h, F->w, *path, &r, buf, err);
 	return rc ? rc : 1;
 }
