@@ -4,7 +4,8 @@
 #   - PNG (gray, RGB, RGBA, palette with tRNS, 16-bit) and JPEG pixels equal
 #     torchvision.io.read_image's (16-bit: round(v * 255 / 65535));
 #   - each data: step against torchvision's transform on a uint8 tensor:
-#     resize within 1/255 of Resize(antialias=True), crops, flip,
+#     resize within 1/255 of Resize(antialias=True) (and
+#     RandomResizedCrop's center-crop fallback), crops, flip,
 #     grayscale and normalize exact;
 #   - an ImageFolder (and the same as a PATH LABEL list) trained 2 epochs
 #     gives the bytes of the same run from the equivalent .npz, and random
@@ -68,6 +69,7 @@ steps <<EOF
 3,9,14|center_crop: [9, 14], to_float: {}|crop9x14|0
 3,33,44|center_crop: [33, 44], to_float: {}|crop33x44|0
 3,30,40|horizontal_flip: 1.0, to_float: {}|flip|0
+3,10,20|random_resized_crop: {size: [10, 20], scale: [1, 1], ratio: [2, 2]}, to_float: {}|rrc_fallback|0.004
 1,30,40|grayscale: {}, to_float: {}|gray_step|0
 3,30,40|to_float: {}, $norm|normalize|0
 3,16,16|resize: 20, center_crop: 16, to_float: {}, $norm|full|0.02

@@ -121,6 +121,11 @@ def main():
     save_flat("crop33x44.npy", f(TF.center_crop(t, [33, 44])))
     save_flat("flip.npy", f(TF.hflip(t)))
     save_flat("gray_step.npy", f(TF.rgb_to_grayscale(t)))
+    # random_resized_crop whose 10 draws all fail (ratio 2 cannot fit at
+    # scale 1): torchvision's fallback, a center crop of ratio 2, resized
+    rrc = torchvision.transforms.RandomResizedCrop([10, 20], scale=(1.0, 1.0), ratio=(2.0, 2.0),
+                                                   antialias=True)
+    save_flat("rrc_fallback.npy", f(rrc(t)))
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
     save_flat("normalize.npy", TF.normalize(f(t), mean, std))
     full = TF.normalize(f(TF.center_crop(TF.resize(t, 20, antialias=True), 16)), mean, std)
