@@ -31,10 +31,11 @@ int dl_image_input(const struct dl_graph *g, int train, const struct dl_pipeline
 		   int *c, int *h, int *w, struct dl_error *err)
 {
 	const struct dl_data_conf *dc = g->data;
-	if (!dc || !dc->has_image)
-		return dl_error_set(err, DL_EINPUT, "%s: the model has no data: image: pipeline "
+	if (!dc || !(train ? dc->has_train : dc->has_image))
+		return dl_error_set(err, DL_EINPUT, "%s: the model has no data: %s pipeline "
 				    "to make its input from image files (e.g. data: {image: "
-				    "[to_float: {}]}; see dlrun-model(5))", g->file);
+				    "[to_float: {}]}; see dlrun-model(5))", g->file,
+				    train ? "image: or train:" : "image:");
 	const struct dl_input_spec *s = &g->inputs[0];
 	int ok = g->n_inputs == 1 && !s->is_int && s->ndim == 3 && s->d[0] > 0 && s->d[1] > 0 &&
 		 s->d[2] > 0 && (s->d[0] == 1 || s->d[0] == 3);
