@@ -184,7 +184,7 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 	struct dl_ctx ctx = {.train = 1, .rng = &t->pos.rng, .threads = dl_threads()};
 	int64_t n = t->train->n, bs = t->batch;
 	int64_t nb = (n + bs - 1) / bs;
-	double t0 = now();
+	double t0 = now(), waited = 0;
 	int64_t samples = 0;
 	int rc = 0;
 	struct dl_dist *D = dist_of(t);
@@ -225,8 +225,11 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			if ((rc = plan_for(t, t->train, nr, 1, err)) != 0)
 				return rc;
 			struct dl_batch bt;
+			double g0 = now();
 			if ((rc = gather(t, t->train, t->perm + off + lo, nr, &bt, err)) != 0)
 				return rc;
+			if (t->train->src)   /* decoding files: did the step wait? */
+				waited += now() - g0;
 			lr = dl_lr_at(&t->sched, t->pos.step);
 			double loss;
 			if ((rc = dl_train_step(&t->step, &bt, lr, t->pos.step, &ctx, &loss, err)) != 0)
@@ -246,7 +249,8 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				struct dl_batch_report r = {t->pos.epoch, t->pos.batch + 1, nb,
 							    sum / (double)seen, rate,
 							    rate > 0 ? (double)left / rate : 0,
-							    t->step.has_aux, bsum / (double)seen};
+							    t->step.has_aux, bsum / (double)seen,
+							    el > 0 ? waited / el : 0};
 				t->on_batch(t->user, &r);
 			}
 			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0 &&

@@ -20,6 +20,8 @@ struct dl_batch_report {
 	double rate, eta;         /* samples per second, seconds left */
 	int has_balance;          /* the model has a balance loss: */
 	double balance_loss;      /* its mean so far, part of loss */
+	double data_wait;         /* share of the run's time the steps waited
+	                           * for samples made from files (0 to 1) */
 };
 
 /* After each epoch. */

@@ -291,6 +291,8 @@ static void on_batch(void *user, const struct dl_batch_report *b)
 	if (b->has_balance)
 		fprintf(stderr, "  balance_loss %.4f", b->balance_loss);
 	fprintf(stderr, "  %.0f samples/s  ETA %.0fs", b->rate, b->eta);
+	if (b->data_wait > 0.1)   /* the decoders do not keep up */
+		fprintf(stderr, "  waiting for images %.0f%%", 100 * b->data_wait);
 	fflush(stderr);
 }
 
