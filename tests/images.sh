@@ -216,7 +216,7 @@ t_stdin() {
 check "an image on stdin says what it is and what reads it" t_stdin
 
 t_one_image() {
-	want="big.png: one image; --data takes a folder"
+	want="big.png: a single image; --data takes a folder"
 	bad train "$tmp/f.yaml" --data "$d/big.png" -o "$tmp/out.npy"
 }
 check "train --data IMAGE says what --data takes" t_one_image

@@ -360,9 +360,10 @@ static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_e
 	struct dl_graph *g = R->g;
 	int images = strcmp(c->data, "-") != 0 ? dl_image_data_probe(c->data) : 0;
 	if (images == 2)
-		return dl_error_set(err, DL_EINPUT, "%s: one image; --data takes a folder with "
-				    "one subfolder of images per class, or a list file of PATH "
-				    "LABEL lines", c->data);
+		return dl_error_set(err, DL_EINPUT, "%s: a single image; --data takes a folder "
+				    "with one subfolder of images per class, or a list file of "
+				    "PATH LABEL lines ('dlrun infer MODEL FILE' reads one image)",
+				    c->data);
 	if (images)
 		return load_images(R, err);
 	int npz = is_npz(c->data), rc;
