@@ -298,7 +298,7 @@ static int load_list(struct list *L, const char *path, int64_t *n_classes,
 		char *sp = p + strlen(p);
 		while (sp > p && !isspace((unsigned char)sp[-1]))
 			sp--;
-		char *end;
+		char *end = sp;
 		errno = 0;
 		long long lab = sp > p ? strtoll(sp, &end, 10) : -1;
 		if (sp == p || *end || errno || lab < 0 || lab > (1LL << 30)) {
