@@ -82,15 +82,26 @@ static int resize_axis(const float *src, float *dst, int64_t outer, int in, int 
 	float *w = NULL;
 	int rc = aa_taps(in, out, &k, &lo, &n, &w);
 	if (rc == 0) {
+		/* each output a sum over its taps in order: rows of inner values
+		 * are added tap by tap (contiguous), in the same order */
 		for (int64_t o = 0; o < outer; o++)
 			for (int i = 0; i < out; i++) {
 				const float *wi = w + (size_t)i * (size_t)k;
 				float *d = dst + (o * out + i) * inner;
-				for (int64_t x = 0; x < inner; x++) {
-					float s = 0;
+				if (inner == 1) {   /* along rows: a sum in a register */
+					float acc = 0;
 					for (int j = 0; j < n[i]; j++)
-						s += wi[j] * src[(o * in + lo[i] + j) * inner + x];
-					d[x] = s;
+						acc += wi[j] * src[o * in + lo[i] + j];
+					*d = acc;
+					continue;
+				}
+				for (int64_t x = 0; x < inner; x++)
+					d[x] = 0;
+				for (int j = 0; j < n[i]; j++) {
+					const float *sj = src + (o * in + lo[i] + j) * inner;
+					float wj = wi[j];
+					for (int64_t x = 0; x < inner; x++)
+						d[x] += wj * sj[x];
 				}
 			}
 	}
