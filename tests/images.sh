@@ -50,7 +50,7 @@ t_same() {
 
 for f in "gray.png 1,7,5 gray" "rgb.png 3,5,6 rgb" "rgba.png 3,4,6 rgba" \
 	"palette.png 3,6,5 palette" "rgb16.png 3,3,4 rgb16" "photo.jpg 3,13,17 photo" \
-	"gray.jpg 1,7,5 gray_jpg"; do
+	"gray.jpg 1,7,5 gray_jpg" "gray.png 3,7,5 gray_rgb"; do
 	# shellcheck disable=SC2086
 	set -- $f
 	check "decode $1 as torchvision.io.read_image" t_same "$1" "$2" "" "$3" 0

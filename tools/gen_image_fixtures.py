@@ -90,6 +90,8 @@ def main():
     save_flat("gray.npy", decoded("gray.png", ImageReadMode.UNCHANGED))
     save_flat("rgb.npy", decoded("rgb.png", ImageReadMode.UNCHANGED))
     save_flat("rgba.npy", decoded("rgba.png", ImageReadMode.RGB))
+    # a gray image for a 3-channel input: repeated, as ImageReadMode.RGB
+    save_flat("gray_rgb.npy", decoded("gray.png", ImageReadMode.RGB))
     save_flat("palette.npy", decoded("palette.png", ImageReadMode.RGB))
     # 16-bit: libpng's scaling to 8 bits, round(v * 255 / 65535) (the man
     # page's rule; torchvision 0.14 reads 16-bit PNGs as int32)
