@@ -100,6 +100,16 @@ t_folder() {
 }
 check "ImageFolder and list file train as the equivalent .npz" t_folder
 
+t_float_loss() {
+	sed 's/out_features: 3/out_features: 1/' "$tmp/f.yaml" >"$tmp/f1.yaml"
+	for loss in mse bce_with_logits; do
+		run_plain train "$tmp/f1.yaml" --data "$d/folder" --val-data "$d/folder" \
+			--loss $loss --epochs 1 -o "$tmp/f1.safetensors"
+		expect_rc 0 || return 1
+	done
+}
+check "image folders' class ids serve as float targets (mse, bce_with_logits)" t_float_loss
+
 t_augment() {
 	sed 's/^data: .*/data: {image: [to_float: {}], train: [random_resized_crop: {size: 6, scale: [0.3, 1.0]}, horizontal_flip: 0.5, to_float: {}]}/' \
 		"$tmp/f.yaml" >"$tmp/aug.yaml"

@@ -329,9 +329,27 @@ static void input_names(const struct dl_graph *g, char *buf, size_t size)
 					 g->inputs[i].name);
 }
 
+/* Class ids as float targets, for the losses that take floats (mse,
+ * bce_with_logits on image folders' labels). */
+static int labels_as_floats(struct dl_dataset *d, struct dl_error *err)
+{
+	if (!d->y.ids)
+		return 0;
+	int64_t n = dl_shape_numel(&d->y.shape);
+	float *f = malloc((size_t)n * sizeof *f + 1);
+	if (!f)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int64_t i = 0; i < n; i++)
+		f[i] = (float)d->y.ids[i];
+	free(d->y.ids);
+	d->y.ids = NULL;
+	d->y.f = f;
+	return 0;
+}
+
 /* Image folders or list files (train/image_data.h), for --data and
  * --val-data alike. */
-static int load_images(struct run *R, struct dl_error *err)
+static int load_images(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
 {
 	struct cfg *c = &R->c;
 	if (c->labels || c->val_labels)
@@ -350,6 +368,10 @@ static int load_images(struct run *R, struct dl_error *err)
 	if (rc == 0 && c->val_data)
 		rc = dl_image_data_load(&R->val, c->val_data, R->g, 0, (uint64_t)c->seed,
 					dl_threads(), NULL, err);
+	if (rc == 0 && !spec->ids)
+		rc = labels_as_floats(&R->train, err);
+	if (rc == 0 && !spec->ids)
+		rc = labels_as_floats(&R->val, err);
 	return rc;
 }
 
@@ -365,7 +387,7 @@ static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_e
 				    "PATH LABEL lines ('dlrun infer MODEL FILE' reads one image)",
 				    c->data);
 	if (images)
-		return load_images(R, err);
+		return load_images(R, spec, err);
 	int npz = is_npz(c->data), rc;
 	char names[512];
 	input_names(g, names, sizeof names);
