@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "io/image.h"
 #include "train/dist.h"
 #include "verbs/verbs.h"
 
@@ -31,8 +32,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-		printf("dlrun %s (onnx import: %s, MPI: %s)\n", PACKAGE_VERSION,
-		       verb_import_built ? "yes" : "no", dl_dist_built() ? "yes" : "no");
+		printf("dlrun %s (onnx import: %s, MPI: %s, PNG: %s, JPEG: %s)\n", PACKAGE_VERSION,
+		       verb_import_built ? "yes" : "no", dl_dist_built() ? "yes" : "no",
+		       dl_image_supported(DL_IMAGE_PNG) ? "yes" : "no",
+		       dl_image_supported(DL_IMAGE_JPEG) ? "yes" : "no");
 		return 0;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

@@ -24,6 +24,11 @@ layers:
 YAML
 "$DLRUN" init "$d/m.yaml" -o "$d/m.safetensors" >/dev/null 2>&1 ||
 	echo "Bail out! dlrun init failed"
+cat >"$d/img.yaml" <<'YAML'
+inputs: {x: {shape: [3, 8, 8]}}
+data: {image: [resize: [8, 8], to_float: {}]}
+layers: [flatten]
+YAML
 cat >"$d/any.yaml" <<'YAML'
 inputs: {x: {shape: [N]}}
 layers:
@@ -72,6 +77,7 @@ replay() {
 	csv) run_bounded train "$d/table.yaml" --data "$2" --epochs 1 -q -o "$d/out.safetensors" ;;
 	vocab) run_bounded train "$d/vocab.yaml" --data "$2" --context 2 --epochs 1 -q \
 		-o "$d/out.safetensors" ;;
+	image) run_bounded infer "$d/img.yaml" "$2" -o "$d/out.npy" ;;
 	infer)
 		if [ "$(head -c 1 "$2" | od -An -tu1 | tr -d ' ')" = 147 ]; then
 			run_bounded infer "$d/m.yaml" --batch-size 3 -o "$d/out.npy" <"$2"
@@ -90,7 +96,7 @@ if "$DLRUN" --version 2>/dev/null | grep -F 'onnx import: yes' >/dev/null; then
 	onnx=onnx
 fi
 
-for target in model npy text safetensors npz infer onnx csv vocab; do
+for target in model npy text safetensors npz infer onnx csv vocab image; do
 	for f in "$fz/corpus/$target"/* "$fz/regress/$target"/*; do
 		[ -f "$f" ] || continue
 		if [ "$target" = onnx ] && [ -z "$onnx" ]; then

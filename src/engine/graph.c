@@ -104,6 +104,7 @@ void dl_graph_free(struct dl_graph *g)
 		free(g->ignore_keys[i]);
 	free(g->ignore_keys);
 	dl_vocab_free(g->vocab);
+	free(g->data);
 	free(g->file);
 	free(g->name);
 	free(g->weights);

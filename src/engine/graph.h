@@ -68,8 +68,11 @@ struct dl_kv {
 	int line, col;
 };
 
+struct dl_data_conf;                 /* model/data_spec.h */
+
 struct dl_graph {
 	char *file;                  /* model file path, for messages */
+	struct dl_data_conf *data;   /* the `data:` mapping (one block), or NULL */
 	char *name;                  /* `name:` key, or NULL */
 	char *weights;               /* `weights:` resolved against the model
 	                              * file's directory, or NULL */

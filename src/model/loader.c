@@ -9,6 +9,7 @@
 #include <yaml.h>
 
 #include "model/model.h"
+#include "model/data_spec.h"
 #include "model/hparams.h"
 #include "model/yamlutil.h"
 #include "model/vocab.h"
@@ -79,7 +80,7 @@ struct loader {
 
 static const char *const top_keys[] = {
 	"name", "inputs", "outputs", "weights", "blocks", "layers", "train",
-	"ignore_keys", "vocab", NULL};
+	"ignore_keys", "vocab", "data", NULL};
 static const char *const train_keys[] = {
 	"epochs", "batch_size", "lr", "optimizer", "loss", "momentum",
 	"dampening", "nesterov", "weight_decay", "betas", "eps",
@@ -1613,6 +1614,9 @@ static int parse(struct loader *L)
 	if ((rc = parse_inputs(L, inputs)) != 0)
 		return rc;
 	if (train && (rc = parse_train(L, train)) != 0)
+		return rc;
+	yaml_node_t *data = map_get(L, root, "data", NULL);
+	if (data && (rc = dl_data_spec_parse(&g->data, L->file, &L->doc, data, L->err)) != 0)
 		return rc;
 	if (layers->type != YAML_SEQUENCE_NODE)
 		return lerr(L, layers, "layers: is a list of entries");

@@ -28,6 +28,9 @@ void dl_dataset_free(struct dl_dataset *d)
 {
 	if (!d)
 		return;
+	if (d->src && d->src->free)
+		d->src->free(d->src->user);
+	free(d->src);
 	for (int i = 0; d->x && i < d->n_x; i++)
 		array_free(&d->x[i]);
 	free(d->x);

@@ -36,7 +36,23 @@ static inline int dl_array_broadcast(const struct dl_array *a, int64_t n)
 	return a->shape.ndim > 0 && a->shape.d[0] == 1 && n > 1;
 }
 
+/* Samples made when a batch asks for them (image files: train/image_data.h)
+ * instead of held in x[].f: fill writes the inputs of samples idx[0..b)
+ * (for epoch) into x, b samples of the model's one input. */
+struct dl_sample_source {
+	void *user;
+	int (*fill)(void *user, int64_t epoch, const int64_t *idx, int64_t b, float *x,
+		    struct dl_error *err);
+	/* The order of the epoch's samples still to come (all of them, or
+	 * those after a checkpoint's batch), in batches of `batch`, so they
+	 * can be made ahead (may be NULL). */
+	void (*plan)(void *user, int64_t epoch, const int64_t *order, int64_t n,
+		     int64_t batch);
+	void (*free)(void *user);
+};
+
 struct dl_dataset {
+	struct dl_sample_source *src;  /* or NULL: x[].f holds the samples */
 	int64_t n;               /* samples */
 	int n_x;
 	struct dl_array *x;      /* [n_x]: one per model input, in its order */

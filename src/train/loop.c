@@ -54,15 +54,21 @@ static int plan_for(struct dl_trainer *t, const struct dl_dataset *d, int64_t b,
 	return 0;
 }
 
-/* Copies the samples idx[0..b) of d into the batch buffers; fills bt. */
-static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64_t *idx,
-		   int64_t b, struct dl_batch *bt)
+/* Copies the samples idx[0..b) of d into the batch buffers (or has d's
+ * source make them); fills bt. */
+static int gather(struct dl_trainer *t, const struct dl_dataset *d, const int64_t *idx,
+		  int64_t b, struct dl_batch *bt, struct dl_error *err)
 {
 	const struct dl_text *x = d->text;   /* windows of a text corpus */
 	for (int64_t i = 0; x && i < b; i++)
 		dl_text_window(x, x->consecutive ? idx[i] * x->T : idx[i], t->bx[0] + i * x->T,
 			       t->bids + i * x->T);
-	for (int k = 0; !x && k < d->n_x; k++) {
+	if (d->src) {   /* samples made from files (images) */
+		int rc = d->src->fill(d->src->user, t->pos.epoch, idx, b, t->bx[0], err);
+		if (rc)
+			return rc;
+	}
+	for (int k = 0; !x && !d->src && k < d->n_x; k++) {
 		int64_t xs = dl_array_sample_numel(&d->x[k]);
 		int one = dl_array_broadcast(&d->x[k], d->n);   /* row 0 for every sample */
 		for (int64_t i = 0; i < b; i++)
@@ -82,6 +88,7 @@ static void gather(struct dl_trainer *t, const struct dl_dataset *d, const int64
 	bt->yshape.d[0] = b;
 	bt->ids = d->y.ids || x ? t->bids : NULL;
 	bt->targets = d->y.ids || x ? NULL : t->by;
+	return 0;
 }
 
 /* The data-parallel run's dl_dist, or NULL for one process. */
@@ -118,7 +125,8 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 		if (rc)
 			return rc;
 		struct dl_batch bt;
-		gather(t, d, t->perm, b, &bt);
+		if ((rc = gather(t, d, t->perm, b, &bt, err)) != 0)
+			return rc;
 		dl_step_forward(&t->step, bt.in, &ctx);
 		double l;
 		int64_t c, n;
@@ -275,7 +283,7 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 	struct dl_ctx ctx = {.train = 1, .rng = &t->pos.rng, .threads = dl_threads()};
 	int64_t n = t->train->n, bs = t->batch;
 	int64_t nb = (n + bs - 1) / bs;
-	double t0 = now();
+	double t0 = now(), waited = 0;
 	int64_t samples = 0;
 	int rc = 0;
 	struct dl_dist *D = dist_of(t);
@@ -300,6 +308,9 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 				t->perm[i] = t->perm[j];
 				t->perm[j] = tmp;
 			}
+		if (t->train->src && t->train->src->plan && t->pos.batch * bs < n)   /* to come */
+			t->train->src->plan(t->train->src->user, t->pos.epoch,
+					    t->perm + t->pos.batch * bs, n - t->pos.batch * bs, bs);
 		/* the epoch's sums so far: zero, or a checkpoint's */
 		double sum = t->pos.ep_loss, bsum = t->pos.ep_aux;
 		int64_t seen = t->pos.ep_seen;
@@ -316,7 +327,11 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 			if ((rc = plan_for(t, t->train, nr, 1, err)) != 0)
 				return rc;
 			struct dl_batch bt;
-			gather(t, t->train, t->perm + off + lo, nr, &bt);
+			double g0 = now();
+			if ((rc = gather(t, t->train, t->perm + off + lo, nr, &bt, err)) != 0)
+				return rc;
+			if (t->train->src)   /* decoding files: did the step wait? */
+				waited += now() - g0;
 			lr = dl_lr_at(&t->sched, t->pos.step);
 			double loss;
 			if ((rc = dl_train_step(&t->step, &bt, lr, t->pos.step, &ctx, &loss, err)) != 0)
@@ -337,7 +352,7 @@ int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 							    sum / (double)seen, rate,
 							    rate > 0 ? (double)left / rate : 0,
 							    t->step.has_aux, bsum / (double)seen,
-							    t->pos.step, loss, lr};
+							    t->pos.step, loss, lr, el > 0 ? waited / el : 0};
 				t->on_batch(t->user, &r);
 			}
 			if (t->checkpoint && t->ckpt_every > 0 && t->pos.step % t->ckpt_every == 0 &&

@@ -23,6 +23,8 @@ struct dl_batch_report {
 	double balance_loss;      /* its mean so far, part of loss */
 	int64_t step;             /* optimizer steps taken so far */
 	double step_loss, lr;     /* this step's loss and learning rate */
+	double data_wait;         /* share of the run's time the steps waited
+	                           * for samples made from files (0 to 1) */
 };
 
 /* After each epoch. */

@@ -11,6 +11,7 @@
 #include "io/atomic.h"
 #include "io/npy.h"
 #include "io/text.h"
+#include "verbs/infer_files.h"
 #include "verbs/verbs.h"
 
 struct source {
@@ -445,6 +446,11 @@ static int check_format(struct infer *I, struct source *s, struct dl_error *err)
 	if (c == EOF)
 		return 0;
 	ungetc(c, s->f);
+	if (c == 0x89 || c == 0xff)   /* \x89PNG, JPEG's \xff\xd8\xff */
+		return dl_error_set(err, DL_EINPUT,
+				    "%s: a %s image, not a .npy array; 'dlrun infer MODEL FILE...' "
+				    "reads image files (through the model's data: image: pipeline)",
+				    src_name(s), c == 0x89 ? "PNG" : "JPEG");
 	if (I->text && c == 0x93)
 		return dl_error_set(err, DL_EINPUT,
 				    "%s: a .npy array, not text (it starts with \\x93NUMPY); "
@@ -634,6 +640,53 @@ static void free_state(struct infer *I, int ok)
 	dl_session_free(I->s);
 }
 
+/* Image files as the input: one step per file, its outputs written as
+ * arrays, or (--top, --json) as class lines. Frees I's state. */
+static int infer_on_files(struct infer *I, char **files, int n_files, int top, int json,
+			  char **outs, int n_outs, struct dl_error *err)
+{
+	struct infer_files F;
+	int rc = infer_files_open(&F, I->g, files, n_files, top, json, err);
+	if (rc) {
+		free_state(I, 0);
+		return rc;
+	}
+	int64_t per = (int64_t)F.c * F.h * F.w;
+	rc = ensure_weights(I, err);
+	if (rc == 0)
+		rc = bind_sinks(I, outs, n_outs, err);
+	if (rc == 0)
+		rc = grow_floats(&I->in_data[0], &I->in_cap[0], per, err);
+	while (rc == 0) {
+		const char *path;
+		int more = infer_files_next(&F, I->in_data[0], &path, err);
+		if (more <= 0) {
+			rc = more;
+			break;
+		}
+		I->in_shape[0] = (struct dl_shape){4, {1, F.c, F.h, F.w}};
+		rc = run_step(I, err);
+		if (rc == 0 && (top || json)) {
+			FILE *f = I->sink[I->sink_of[0]].out.f;
+			rc = infer_files_print(&F, f, path, I->out_data[0],
+					       dl_shape_numel(&I->out_shape[0]), err);
+			if (rc == 0 && fflush(f) != 0)
+				rc = dl_error_set(err, DL_ERUN, "write failed: %s", strerror(errno));
+			if (rc && errno == EPIPE && f == stdout)
+				rc = err->code = DL_EPIPE;   /* as `head` closing the pipe */
+		} else if (rc == 0) {
+			rc = write_outputs(I, err);
+		}
+	}
+	for (int s = 0; rc == 0 && s < I->n_sink; s++) {
+		rc = dl_atomic_commit(&I->sink[s].out, err);
+		I->sink[s].open = rc != 0;
+	}
+	infer_files_close(&F);
+	free_state(I, rc == 0);
+	return rc;
+}
+
 static int infer_main(int argc, char **argv, struct dl_error *err)
 {
 	static const struct option opts[] = {
@@ -645,9 +698,13 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		{"threads", required_argument, NULL, 't'},
 		{"ignore-extra", no_argument, NULL, 'X'},
 		{"max-memory", required_argument, NULL, 'M'},
+		{"top", required_argument, NULL, 'K'},
+		{"json", no_argument, NULL, 'J'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	long long top = 0;
+	int json = 0;
 	struct infer I;
 	memset(&I, 0, sizeof I);
 	char **ins = calloc((size_t)argc + 1, sizeof *ins);
@@ -694,6 +751,12 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 		case 'M':
 			max_memory = optarg;
 			break;
+		case 'K':
+			rc = verb_int("infer", "--top", optarg, 1, 1 << 30, &top, err);
+			break;
+		case 'J':
+			json = 1;
+			break;
 		case 'h':
 			verb_usage(&verb_infer);
 			free(ins);
@@ -703,8 +766,17 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 			rc = verb_bad_option("infer", c, argv, err);
 		}
 	}
+	/* operands after the model: image files and folders */
+	int n_files = rc == 0 && optind + 1 < argc ? argc - optind - 1 : 0;
 	if (rc == 0)
-		rc = verb_model_arg("infer", argc, argv, &model, err);
+		rc = verb_model_arg("infer", argc - n_files, argv, &model, err);
+	if (rc == 0 && (top || json) && !n_files)
+		rc = dl_error_set(err, DL_EINPUT, "infer: --top and --json are for image files "
+				  "(dlrun infer MODEL a.jpg b.png DIR/ --top 5)");
+	if (rc == 0 && n_files && (n_ins || I.text))
+		rc = dl_error_set(err, DL_EINPUT, "infer: image files (here '%s') are the model's "
+				  "input; -i and --format text do not go with them",
+				  argv[optind + 1]);
 	if (rc == 0)
 		rc = verb_threads("infer", threads, err);
 	if (rc == 0)
@@ -723,6 +795,13 @@ static int infer_main(int argc, char **argv, struct dl_error *err)
 	rc = alloc_state(&I, err);
 	/* Weights before any input is read, when their shapes are known (the
 	 * sources are opened, not read, first: -w - must know stdin is free) */
+	if (rc == 0 && n_files) {
+		rc = infer_on_files(&I, argv + optind + 1, n_files, (int)top, json, outs, n_outs,
+				    err);
+		free(ins);
+		free(outs);
+		return rc;
+	}
 	if (rc == 0)
 		rc = bind_sources(&I, ins, n_ins, err);
 	if (rc == 0)
@@ -754,6 +833,7 @@ const struct verb verb_infer = {
 	"run a model on input arrays (a filter: stdin to stdout)",
 	"usage: dlrun infer MODEL.yaml [-w WEIGHTS] [-i [NAME=]PATH]... [-o [NAME=]PATH]...\n"
 	"                  [--format npy|text] [--batch-size N] [--threads N]\n"
+	"       dlrun infer MODEL.yaml IMAGE|DIR... [--top K] [--json] [-w WEIGHTS]\n"
 	"\n"
 	"Reads one array per model input per step (.npy back to back on stdin by\n"
 	"default), runs the model, writes one array per output and flushes.\n"
@@ -768,6 +848,9 @@ const struct verb verb_infer = {
 	"  -b, --batch-size N     compute in chunks of N samples (same results)\n"
 	"  -t, --threads N        BLAS and op threads (default: all cores)\n"
 	"      --max-memory SIZE  refuse a plan needing more (default: 80% of RAM)\n"
+	"      --top K            image files: PATH<TAB>CLASS<TAB>PROB lines of the K\n"
+	"                         largest softmax probabilities (classes: data: classes)\n"
+	"      --json             image files: one JSON object per file\n"
 	"  -h, --help             this help\n",
 	infer_main,
 };

@@ -20,6 +20,7 @@
 #include "model/yamlutil.h"
 #include "train/checkpoint.h"
 #include "train/data.h"
+#include "train/image_data.h"
 #include "train/dist.h"
 #include "train/loop.h"
 #include "engine/session.h"
@@ -373,6 +374,8 @@ static void on_batch(void *user, const struct dl_batch_report *b)
 	if (b->has_balance)
 		fprintf(stderr, "  balance_loss %.4f", b->balance_loss);
 	fprintf(stderr, "  %.0f samples/s  ETA %.0fs", b->rate, b->eta);
+	if (b->data_wait > 0.1)   /* the decoders do not keep up */
+		fprintf(stderr, "  waiting for images %.0f%%", 100 * b->data_wait);
 	fflush(stderr);
 }
 
@@ -506,11 +509,65 @@ static int load_table(struct run *R, const struct dl_data_spec *spec, struct dl_
 	return rc;
 }
 
+/* Class ids as float targets, for the losses that take floats (mse,
+ * bce_with_logits on image folders' labels). */
+static int labels_as_floats(struct dl_dataset *d, struct dl_error *err)
+{
+	if (!d->y.ids)
+		return 0;
+	int64_t n = dl_shape_numel(&d->y.shape);
+	float *f = malloc((size_t)n * sizeof *f + 1);
+	if (!f)
+		return dl_error_set(err, DL_ERUN, "out of memory");
+	for (int64_t i = 0; i < n; i++)
+		f[i] = (float)d->y.ids[i];
+	free(d->y.ids);
+	d->y.ids = NULL;
+	d->y.f = f;
+	return 0;
+}
+
+/* Image folders or list files (train/image_data.h), for --data and
+ * --val-data alike. */
+static int load_images(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
+{
+	struct cfg *c = &R->c;
+	if (c->labels || c->val_labels)
+		return dl_error_set(err, DL_EINPUT, "train: %s is image data, labelled by its "
+				    "class folders (or the list's LABEL column); --labels and "
+				    "--val-labels do not go with it", c->data);
+	if (c->val_split > 0)
+		return dl_error_set(err, DL_EINPUT, "train: --val-split does not split image "
+				    "data; give the validation images with --val-data DIR");
+	if (c->val_data && dl_image_data_probe(c->val_data) != 1)
+		return dl_error_set(err, DL_EINPUT, "%s: --data is image data, so --val-data is "
+				    "too (a folder of class folders or a list of PATH LABEL lines)",
+				    c->val_data);
+	int rc = dl_image_data_load(&R->train, c->data, R->g, 1, (uint64_t)c->seed,
+				    dl_threads(), NULL, err);
+	if (rc == 0 && c->val_data)
+		rc = dl_image_data_load(&R->val, c->val_data, R->g, 0, (uint64_t)c->seed,
+					dl_threads(), NULL, err);
+	if (rc == 0 && !spec->ids)
+		rc = labels_as_floats(&R->train, err);
+	if (rc == 0 && !spec->ids)
+		rc = labels_as_floats(&R->val, err);
+	return rc;
+}
+
 /* Training and validation data as the model's inputs and the loss want. */
 static int load_data(struct run *R, const struct dl_data_spec *spec, struct dl_error *err)
 {
 	struct cfg *c = &R->c;
 	struct dl_graph *g = R->g;
+	int images = strcmp(c->data, "-") != 0 ? dl_image_data_probe(c->data) : 0;
+	if (images == 2)
+		return dl_error_set(err, DL_EINPUT, "%s: a single image; --data takes a folder "
+				    "with one subfolder of images per class, or a list file of "
+				    "PATH LABEL lines ('dlrun infer MODEL FILE' reads one image)",
+				    c->data);
+	if (images)
+		return load_images(R, spec, err);
 	int npz = is_npz(c->data), rc;
 	char names[512];
 	input_names(g, names, sizeof names);
@@ -1213,6 +1270,9 @@ const struct verb verb_train = {
 	"          --data table.csv (a header line): --label COLUMN (default\n"
 	"          the last; class names become ids in sorted order)\n"
 	"          --val-data X --val-labels Y | --val-split F\n"
+	"          or --data DIR [--val-data DIR]: images, one subfolder per\n"
+	"          class (or a list file of PATH LABEL lines), prepared by the\n"
+	"          model's data: pipelines\n"
 	"Loss:     --loss cross_entropy|nll|mse|bce_with_logits  --ignore-index I\n"
 	"          --loss-output NAME (the output the loss applies to; default\n"
 	"          the first)\n"

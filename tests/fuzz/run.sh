@@ -3,8 +3,9 @@
 # from the normal build, into $BUILD (default tests/fuzz/build under the
 # build directory), then runs each for FUZZ_SECONDS (default 60) on a copy
 # of its seed corpus with its dictionary, one after another. Targets: model
-# npy text safetensors npz infer csv vocab, and onnx when the build has ONNX import
-# (or those named in FUZZ_TARGETS). Crashes are left as
+# npy text safetensors npz infer, onnx when the build has ONNX import and
+# image when it decodes PNG or JPEG (or those named in FUZZ_TARGETS).
+# Crashes are left as
 # $BUILD/<target>/crash-* etc. FUZZ_RUNS, if set, also ends each run after
 # that many executions (whichever comes first); FUZZ_TIMEOUT (seconds,
 # default 5) is the wall time after which an input counts as a hang.
@@ -29,14 +30,25 @@ mpi=
 if grep -q '^#define HAVE_MPI 1' config.h 2>/dev/null; then
 	mpi=ompi-c
 fi
-: "${FUZZ_TARGETS:=model npy text safetensors npz infer csv vocab $onnx}"
+# images (PNG, JPEG), when the build decodes them
+image=
+img_libs=
+if grep -q '^#define HAVE_PNG 1' config.h 2>/dev/null; then
+	image=image
+	img_libs="$(pkg-config --libs libpng)"
+fi
+if grep -q '^#define HAVE_JPEG 1' config.h 2>/dev/null; then
+	image=image
+	img_libs="$img_libs -ljpeg"
+fi
+: "${FUZZ_TARGETS:=model npy text safetensors npz infer csv vocab $onnx $image}"
 : "${BUILD:=$(pwd)/tests/fuzz/build}"
 mkdir -p "$BUILD/obj"
 flags="-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
 -fno-sanitize-recover=undefined -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 -DHAVE_CONFIG_H -I$(pwd) -I$src/src -I$src/tests/fuzz -fopenmp=libgomp
-$(pkg-config --cflags yaml-0.1 jansson zlib $mpi 2>/dev/null) -I/usr/include/x86_64-linux-gnu/openblas-pthread/"
-libs="${onnx:+-lprotobuf-c }${mpi:+$(pkg-config --libs $mpi) }-lyaml -ljansson -lz -L/usr/lib/x86_64-linux-gnu/openblas-pthread/ -lopenblas -lgomp -lm"
+$(pkg-config --cflags yaml-0.1 jansson zlib $mpi ${image:+libpng} 2>/dev/null) -I/usr/include/x86_64-linux-gnu/openblas-pthread/"
+libs="${onnx:+-lprotobuf-c }${mpi:+$(pkg-config --libs $mpi) }$img_libs -lyaml -ljansson -lz -L/usr/lib/x86_64-linux-gnu/openblas-pthread/ -lopenblas -lgomp -lm"
 objs=
 # the newest header: an object older than it is rebuilt too (a struct that
 # changed size in a header left stale objects reading past it)
