@@ -22,6 +22,7 @@ head; one embedding row) over the memory bandwidth that numpy's sum of a
 
   /usr/bin/python3 tools/bench/decode.py [--dlrun src/dlrun] [--prompt 64]
                    [--new 256] [--batches 1,8] [--threads 1,2] [--no-nanogpt]
+                   [--nanogpt-batches 1]
 
 Prints a Markdown table (ms per step, new tokens per second, peak RSS).
 """
@@ -197,6 +198,9 @@ def main():
     ap.add_argument('--batches', default='1,8')
     ap.add_argument('--threads', default='1,2')
     ap.add_argument('--no-nanogpt', action='store_true')
+    ap.add_argument('--nanogpt-batches', default='1',
+                    help='batches at which to run nanoGPT\'s recompute (slow: the whole context '
+                         'each step); default 1')
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix='dlrun-decode-')
     model = os.path.join(d, 'gpt2-decode.yaml')
@@ -212,7 +216,8 @@ def main():
             print('# batch %d, %d thread(s) ...' % (B, T), file=sys.stderr)
             dl = dlrun_side(a, model, weights, B, T, P, N)
             tc = torch_side('cached', B, T, P, N)
-            tn = None if a.no_nanogpt else torch_side('nanogpt', B, T, P, N)
+            nb = [int(x) for x in a.nanogpt_batches.split(',') if x]
+            tn = None if a.no_nanogpt or B not in nb else torch_side('nanogpt', B, T, P, N)
             rows.append((B, T, dl, tc, tn))
     wbytes = 4 * (L * (4 * E * E + 2 * E * F + 3 * E + E + F + E + 4 * E) + E * V + 2 * E)
     bw = bandwidth()
