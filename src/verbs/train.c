@@ -1257,7 +1257,7 @@ static int train_main(int argc, char **argv, struct dl_error *err)
 
 const struct verb verb_train = {
 	"train",
-	"train a model on .npy/.npz data, a text corpus or a CSV table",
+	"train a model on .npy/.npz data, a text corpus, a CSV table or image folders",
 	"usage: dlrun train MODEL.yaml --data X [--labels Y] [options]\n"
 	"\n"
 	"Data:     --data X.npy --labels Y.npy (one input), or --data D.npz (one\n"
