@@ -218,29 +218,74 @@ static int read_prompts(struct gen *G, int as_ids, struct dl_error *err)
 	return rc;
 }
 
+/* The length of the valid UTF-8 sequence at p[0 .. n), or 0 */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+	size_t k = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3 :
+		   (p[0] >> 3) == 30 ? 4 : 0;
+	if (k == 0 || k > n)
+		return 0;
+	for (size_t i = 1; i < k; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	uint32_t c = k == 1 ? p[0] : k == 2 ? p[0] & 0x1fu : k == 3 ? p[0] & 0x0fu : p[0] & 0x07u;
+	for (size_t i = 1; i < k; i++)
+		c = c << 6 | (p[i] & 0x3fu);
+	if ((k == 2 && c < 0x80) || (k == 3 && c < 0x800) || (k == 4 && c < 0x10000) ||
+	    c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	return k;
+}
+
+/* The new tokens' text as a JSON string: the bytes of the tokens joined,
+ * escaped as JSON needs; a byte that is not part of valid UTF-8 (a byte
+ * vocabulary's model can emit any) becomes U+FFFD, as Python's
+ * decode(errors="replace"). */
 static int json_text(struct gen *G, const int64_t *ids, size_t n)
 {
-	fputc('"', G->out);
+	size_t len = 0;
 	for (size_t k = 0; k < n; k++) {
-		size_t len;
-		const char *t = dl_vocab_token(G->voc, ids[k], &len);
-		for (size_t i = 0; t && i < len; i++) {
-			unsigned char c = (unsigned char)t[i];
-			if (c == '"' || c == '\\')
-				fprintf(G->out, "\\%c", c);
-			else if (c == '\n')
-				fputs("\\n", G->out);
-			else if (c == '\t')
-				fputs("\\t", G->out);
-			else if (c == '\r')
-				fputs("\\r", G->out);
-			else if (c < 0x20)
-				fprintf(G->out, "\\u%04x", c);
-			else
-				fputc(c, G->out);
+		size_t l = 0;
+		if (dl_vocab_token(G->voc, ids[k], &l))
+			len += l;
+	}
+	unsigned char *b = malloc(len + 1);
+	if (!b)
+		return -1;
+	len = 0;
+	for (size_t k = 0; k < n; k++) {
+		size_t l = 0;
+		const char *t = dl_vocab_token(G->voc, ids[k], &l);
+		if (t) {
+			memcpy(b + len, t, l);
+			len += l;
 		}
 	}
 	fputc('"', G->out);
+	for (size_t i = 0; i < len;) {
+		unsigned char c = b[i];
+		size_t k = utf8_len(b + i, len - i);
+		if (k == 0) {
+			fputs("\\ufffd", G->out);
+			i++;
+			continue;
+		}
+		if (c == '"' || c == '\\')
+			fprintf(G->out, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", G->out);
+		else if (c == '\t')
+			fputs("\\t", G->out);
+		else if (c == '\r')
+			fputs("\\r", G->out);
+		else if (c < 0x20)
+			fprintf(G->out, "\\u%04x", c);
+		else
+			fwrite(b + i, 1, k, G->out);
+		i += k;
+	}
+	fputc('"', G->out);
+	free(b);
 	return 0;
 }
 
