@@ -63,6 +63,16 @@ test_and_bcast3v2d                               refuse bool inputs; dlrun input
 test_and_bcast4v2d                               refuse bool inputs; dlrun inputs are float or integer
 test_and_bcast4v3d                               refuse bool inputs; dlrun inputs are float or integer
 test_and_bcast4v4d                               refuse bool inputs; dlrun inputs are float or integer
+test_argmax_default_axis_example                 refuse works along axis 0, the batch dimension
+test_argmax_default_axis_example_select_last_index refuse works along axis 0, the batch dimension
+test_argmax_default_axis_random                  refuse works along axis 0, the batch dimension
+test_argmax_default_axis_random_select_last_index refuse works along axis 0, the batch dimension
+test_argmax_keepdims_example_select_last_index   refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_keepdims_random_select_last_index    refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_negative_axis_keepdims_example_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_negative_axis_keepdims_random_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_no_keepdims_example_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_no_keepdims_random_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
 test_basic_conv_with_padding                     refuse the weight is a graph input, not a constant
 test_basic_conv_without_padding                  refuse the weight is a graph input, not a constant
 test_batchnorm_epsilon                           refuse the statistics are graph inputs, not constants

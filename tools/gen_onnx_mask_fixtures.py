@@ -76,18 +76,20 @@ class SEBlock(nn.Module):
 
 class Masks(nn.Module):
     """Masks from the data: comparisons, not/and/or, where, triu/tril on
-    the data, and a float mask (Cast of a bool)."""
+    the data, a bool mask as floats (Cast of a bool) and a float mask as
+    bools (Cast to bool)."""
 
     def forward(self, x):
         m = ((x > 0.1) & (x < 0.8)) | ~(x >= -0.5)
         y = torch.where(m, x, 2 * x) + (x <= 0).float()
         z = torch.triu(y, diagonal=1) + torch.tril(x, -1) * 0.5 + torch.triu(x)
+        z = z.masked_fill(F.relu(x - 0.3).bool(), -1.5)
         return z * (x == x.amax(-1, keepdim=True)).float() + z
 
 
 class TopK(nn.Module):
     """A linear layer, then the top 3 scores and their indices (two
-    outputs), as a decoder picks its candidates."""
+    outputs), as a decoder picks its candidates, and the argmax (a third)."""
 
     def __init__(self):
         super().__init__()
@@ -96,7 +98,7 @@ class TopK(nn.Module):
     def forward(self, x):
         v, i = torch.topk(self.fc(x), 3, dim=-1)
         lo, _ = torch.topk(x, 2, dim=1, largest=False)
-        return v + lo.sum(-1, keepdim=True), i
+        return v + lo.sum(-1, keepdim=True), i, self.fc(x).argmax(-1)
 
 
 class PointNet(nn.Module):

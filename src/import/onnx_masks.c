@@ -426,3 +426,68 @@ static int m_reduce(struct ctx *c)
 		return nerr(c->im, c->n, "a product over data has no dlrun op (ReduceProd is folded on constants only)");
 	return m_reduce_mean(c);
 }
+
+/* ArgMax: argmax {dim, keepdim}, float indices as TopK's. */
+static int m_argmax(struct ctx *c)
+{
+	struct imp *im = c->im;
+	struct val *x = c->in[0];
+	int rc = need_rt(c, 0);
+	if (rc)
+		return rc;
+	int64_t ax;
+	if ((rc = rt_axis(c, attr_i(c->n, "axis", 0), x->rank, &ax)))
+		return rc;
+	if (attr_i(c->n, "select_last_index", 0))
+		return nerr(im, c->n, "attribute 'select_last_index' 1: dlrun's argmax gives the first of ties");
+	int keep = (int)attr_i(c->n, "keepdims", 1);
+	char *hp = NULL;
+	if (hp_add(im, &hp, "dim: %lld", (long long)ax) || (keep && hp_add(im, &hp, "keepdim: true")))
+		return DL_ERUN;
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o) {
+		free(hp);
+		return oom(im);
+	}
+	int64_t d[MAXR];
+	int r = 0;
+	for (int i = 0; i < x->rank; i++)
+		if (i != ax || keep)
+			d[r++] = i == ax ? 1 : x->dims[i];
+	set_shape(o, r, d);
+	o->isint = 1;
+	o->castfree = 1;
+	return emit(im, c->n, NULL, NULL, "argmax", hp, &x, 1, o) ? 0 : DL_ERUN;
+}
+
+/* Cast of data to bool (`mask.bool()` of a float mask): ne {} against a
+ * zero parameter; every other Cast as before. */
+static int m_cast_any(struct ctx *c)
+{
+	struct val *x = c->in[0];
+	if (!is_rt(x) || x->castfree ||
+	    attr_i(c->n, "to", 1) != ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+		return m_cast(c);
+	int rc = need_rt(c, 0);
+	if (rc)
+		return rc;
+	int64_t one = 1;
+	struct val *zero = new_const(c->im, "", 0, &one, x->isint), *p;
+	int fc;
+	if (!zero)
+		return oom(c->im);
+	struct val *keep = c->in[1];
+	c->in[1] = zero;
+	c->n_in = c->n_in > 2 ? c->n_in : 2;
+	rc = mask_operand(c, 1, x, &p, &fc);
+	c->in[1] = keep;
+	if (rc)
+		return rc;
+	struct val *o = out_val(c, 0, V_RT);
+	if (!o)
+		return oom(c->im);
+	copy_shape(o, x);
+	o->castfree = 1;
+	struct val *ins[2] = {x, p};
+	return emit(c->im, c->n, NULL, NULL, "ne", NULL, ins, 2, o) ? 0 : DL_ERUN;
+}
