@@ -17,7 +17,7 @@
 data=$srcdir/tests/data/onnx
 models="cnn residual separable mlp mlp_tanh block embed block14 tagger recurrent two_outputs encoder gpt
 dense layer_scale class_token window_mask einsum
-nanogpt_mask se_expand data_masks topk pointnet conv3d"
+nanogpt_mask bert_mask se_expand data_masks topk pointnet conv3d"
 bad="unknown_ops dynamic_dim init_size bad_attr unknown_attr reshape_batch
 batch_arith transpose_batch erf_alone const_operand undefined_input old_opset no_op_type
 attn_mask external_data no_outputs new_opset einsum_trace batch_merge"

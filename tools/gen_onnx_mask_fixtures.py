@@ -55,6 +55,25 @@ class NanoGPTBlock(nn.Module):
         return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
 
 
+class BertMask(nn.Module):
+    """A BERT-style padding mask from the token ids: (ids != 0) (Not of
+    Equal on integer data), unsqueezed, compared again (a Cast of the bool)
+    and applied with masked_fill."""
+
+    def __init__(self, vocab=11, d=8):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        pad = (ids != 0)[:, None, :]
+        att = self.q(x) @ self.k(x).transpose(1, 2) / math.sqrt(x.size(-1))
+        att = att.masked_fill(pad == 0, float("-inf"))
+        return F.softmax(att, -1) @ x
+
+
 class SEBlock(nn.Module):
     """A squeeze-and-excitation block as SE-ResNets write it: the gate
     viewed to [b, c, 1, 1] and expand_as the input (Expand)."""
@@ -142,9 +161,10 @@ class Conv3d(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool3d(x, 1), 1))
 
 
-# name: (class, per-sample input shape, batch, opset)
+# name: (class, per-sample input shape, batch, opset[, "int": token ids])
 MODELS = {
     "nanogpt_mask": (NanoGPTBlock, (6, 8), 2, 14),
+    "bert_mask": (BertMask, (6,), 2, 17, "int"),
     "se_expand": (SEBlock, (3, 5, 5), 2, 17),
     "data_masks": (Masks, (3, 5, 5), 2, 17),
     "topk": (TopK, (5,), 3, 15),
@@ -157,7 +177,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = os.path.normpath(os.path.join(here, "..", "tests", "data", "onnx"))
     os.makedirs(out, exist_ok=True)
-    for name, (cls, shape, batch, opset) in MODELS.items():
+    for name, (cls, shape, batch, opset, *kind) in MODELS.items():
         torch.manual_seed(0)
         model = cls().eval()
         g = torch.Generator().manual_seed(1)
@@ -169,10 +189,16 @@ def main():
                     m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
                     m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
                     m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
-        x = torch.randn((batch,) + shape, generator=g)
+        if kind:
+            # ids from 1, the padding (0) at the end of all but the first
+            x = torch.randint(1, 11, (batch,) + shape, generator=g)
+            for b in range(1, batch):
+                x[b, shape[0] - 2 * b:] = 0
+        else:
+            x = torch.randn((batch,) + shape, generator=g)
         path = os.path.join(out, name + ".onnx")
         with torch.no_grad():
-            y = model.double()(x.double())
+            y = model.double()(x if kind else x.double())
         ys = list(y) if isinstance(y, tuple) else [y]
         names = ["y%d" % i if i else "y" for i in range(len(ys))]
         model.float()
@@ -180,7 +206,8 @@ def main():
                           input_names=["x"], output_names=names,
                           dynamic_axes=dict({"x": {0: "batch"}},
                                             **{n: {0: "batch"} for n in names}))
-        save_npy(os.path.join(out, name + "-input.npy"), x.numpy().astype(np.float32))
+        save_npy(os.path.join(out, name + "-input.npy"),
+                 x.numpy().astype(np.int64 if kind else np.float32))
         with open(os.path.join(out, name + "-expected.npy"), "wb") as f:
             for t in ys:
                 buf = io.BytesIO()

@@ -3710,6 +3710,13 @@ static int m_cast(struct ctx *c)
 	if (is_rt(x)) {
 		if (toint == x->isint || x->castfree)
 			return alias(c, x, 0);
+		/* integers are floats that hold them already */
+		if (x->isint && !toint) {
+			if (alias(c, x, 0))
+				return DL_ERUN;
+			c->im->v[c->im->nv - 1]->isint = 0;
+			return 0;
+		}
 		return nerr(c->im, c->n, "attribute 'to' %lld converts data between integers and floats, which dlrun does not",
 			    (long long)to);
 	}
@@ -4176,12 +4183,23 @@ static int run_nodes(struct imp *im)
 		}
 		if (n->n_output < 1)
 			return nerr(im, n, "no outputs");
+		/* integer ids, 0/1 masks and indices stay what they are through
+		 * ops that only move or pick values */
+		struct val *x0 = c.n_in > 0 && is_rt(c.in[0]) ? c.in[0] : NULL;
+		int keeps = x0 && (x0->isint || x0->castfree) && word_in(n->op_type,
+			"Reshape Unsqueeze Squeeze Slice Transpose Flatten Split Expand Tile Gather");
 		int before = im->nv;
 		int rc = op->map(&c);
 		if (rc)
 			return rc;
 		for (int k = before; dynzero_in && k < im->nv; k++)
 			im->v[k]->dynzero = im->v[k]->kind == V_CONST;
+		for (int k = before; keeps && k < im->nv; k++) {
+			if (im->v[k]->kind == V_RT && im->v[k]->node == (int)i) {
+				im->v[k]->isint |= x0->isint;
+				im->v[k]->castfree |= x0->castfree;
+			}
+		}
 	}
 	return 0;
 }
