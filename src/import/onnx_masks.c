@@ -177,6 +177,8 @@ static int m_expand_any(struct ctx *c)
 		if (ds == DYN)
 			return nerr(im, c->n, "the batch size inside the target shape: a shape that cannot be folded");
 		int64_t s = to_i64(ds), dx = x->dims[i];
+		if (s < 0)
+			return nerr(im, c->n, "a negative size %lld in the target shape", (long long)s);
 		if (dx != s && dx != 1 && s != 1)
 			return nerr(im, c->n, "size %lld of dimension %d does not broadcast to %lld",
 				    (long long)dx, i, (long long)s);
@@ -217,8 +219,8 @@ static int m_tile(struct ctx *c)
 		return nerr(im, c->n, "%d repeats for data of rank %d", n, x->rank);
 	int64_t od[MAXR];
 	for (int i = 0; i < n; i++) {
-		if (rp[i] < 0)
-			return nerr(im, c->n, "a negative repeat");
+		if (rp[i] < 0 || (rp[i] > 0 && x->dims[i] > ((int64_t)1 << 40) / rp[i]))
+			return nerr(im, c->n, "repeat %lld is negative or too large", (long long)rp[i]);
 		od[i] = x->dims[i] * rp[i];
 	}
 	if (is_const(x)) {
