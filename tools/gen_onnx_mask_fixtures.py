@@ -108,16 +108,20 @@ class Masks(nn.Module):
 
 class TopK(nn.Module):
     """A linear layer, then the top 3 scores and their indices (two
-    outputs), as a decoder picks its candidates, and the argmax (a third)."""
+    outputs), as a decoder picks its candidates, the argmax (a third) and
+    a greedy decoder's next input: the embedding of topk(1)'s index,
+    squeezed to one per sample (a fourth)."""
 
     def __init__(self):
         super().__init__()
         self.fc = nn.Linear(5, 9)
+        self.emb = nn.Embedding(9, 4)
 
     def forward(self, x):
         v, i = torch.topk(self.fc(x), 3, dim=-1)
         lo, _ = torch.topk(x, 2, dim=1, largest=False)
-        return v + lo.sum(-1, keepdim=True), i, self.fc(x).argmax(-1)
+        _, top = self.fc(x).topk(1)
+        return v + lo.sum(-1, keepdim=True), i, self.fc(x).argmax(-1), self.emb(top.squeeze(-1))
 
 
 class PointNet(nn.Module):

@@ -1289,6 +1289,7 @@ static int fuse_bias(struct ctx *c, struct val *x, struct val *b)
 	copy_shape(o, x);
 	o->ref = x->ref;
 	o->entry = x->entry;
+	o->port = x->port;
 	return 1;
 }
 
@@ -2301,9 +2302,25 @@ static int emit_reshape(struct ctx *c, struct val *x, int rank, const int64_t *d
 		o->kind = V_RT;
 		o->ref = x->ref;
 		o->entry = x->entry;
+		o->port = x->port;
 		return 0;
 	}
 	char *hp = NULL;
+	if (rank == 1) {
+		/* one value per sample ([N, 1] squeezed, a greedy decoder's
+		 * topk(1) index): reshape cannot give [N]; a sum over the
+		 * dimensions of size 1 does, exactly */
+		int64_t ax[MAXR];
+		for (int i = 1; i < x->rank; i++)
+			ax[i - 1] = i;
+		if (numel_of(x->rank - 1, x->dims + 1) != 1 || x->rank < 2)
+			return nerr(c->im, c->n, "data of shape %s reshaped to one value per sample",
+				    ilist(x->dims, x->rank));
+		if (hp_add(c->im, &hp, "dim: %s", ilist(ax, x->rank - 1)))
+			return DL_ERUN;
+		o->isint = x->isint;
+		return emit(c->im, c->n, NULL, suffix, "sum", hp, &x, 1, o) ? 0 : DL_ERUN;
+	}
 	if (hp_add(c->im, &hp, "shape: %s", ilist(d + 1, rank - 1)))
 		return DL_ERUN;
 	return emit(c->im, c->n, NULL, suffix, "reshape", hp, &x, 1, o) ? 0 : DL_ERUN;
@@ -3085,6 +3102,7 @@ static int emit_slice(struct ctx *c, struct val *x, int64_t dim, int64_t st,
 		o->kind = V_RT;
 		o->ref = x->ref;
 		o->entry = x->entry;
+		o->port = x->port;
 		return 0;
 	}
 	if (len == 0)
