@@ -95,14 +95,17 @@ class SEBlock(nn.Module):
 
 class Masks(nn.Module):
     """Masks from the data: comparisons, not/and/or, where, triu/tril on
-    the data, a bool mask as floats (Cast of a bool) and a float mask as
-    bools (Cast to bool)."""
+    the data, a bool mask as floats (Cast of a bool), a float mask as
+    bools (Cast to bool), and a Where of constants that broadcast."""
 
     def forward(self, x):
         m = ((x > 0.1) & (x < 0.8)) | ~(x >= -0.5)
         y = torch.where(m, x, 2 * x) + (x <= 0).float()
         z = torch.triu(y, diagonal=1) + torch.tril(x, -1) * 0.5 + torch.triu(x)
         z = z.masked_fill(F.relu(x - 0.3).bool(), -1.5)
+        # a band built from the sizes (folded at import, with broadcasting)
+        r = torch.arange(x.size(-1))
+        z = z + torch.where(r[:, None] > 2, r[None, :] * 0.5, -1.0)
         return z * (x == x.amax(-1, keepdim=True)).float() + z
 
 

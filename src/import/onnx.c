@@ -3779,31 +3779,6 @@ static int m_range(struct ctx *c)
 	return 0;
 }
 
-static int m_where(struct ctx *c)
-{
-	int rc = need_all_const(c);
-	if (rc)
-		return rc;
-	if (c->n_in < 3 || !c->in[0] || !c->in[1] || !c->in[2])
-		return nerr(c->im, c->n, "needs three inputs");
-	struct val *cond = c->in[0], *a = c->in[1], *b = c->in[2];
-	/* condition, x and y of one shape, or scalars */
-	int64_t n = cond->numel > a->numel ? cond->numel : a->numel;
-	n = n > b->numel ? n : b->numel;
-	const struct val *big = cond->numel == n ? cond : a->numel == n ? a : b;
-	if ((cond->numel != n && cond->numel != 1) || (a->numel != n && a->numel != 1) ||
-	    (b->numel != n && b->numel != 1))
-		return nerr(c->im, c->n, "operands of shapes other than equal or scalar are not folded");
-	struct val *o = new_const(c->im, c->n->output[0], big->rank, big->dims, a->isint && b->isint);
-	if (!o)
-		return oom(c->im);
-	o->node = c->node;
-	for (int64_t i = 0; i < n; i++)
-		o->d[i] = cond->d[cond->numel == 1 ? 0 : i] ? a->d[a->numel == 1 ? 0 : i]
-							    : b->d[b->numel == 1 ? 0 : i];
-	return 0;
-}
-
 static int m_constant_of_shape(struct ctx *c)
 {
 	int64_t d[MAXR];

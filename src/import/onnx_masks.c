@@ -138,12 +138,57 @@ static int m_not_any(struct ctx *c)
 	return emit(c->im, c->n, NULL, NULL, "logical_not", NULL, c->in, 1, o) ? 0 : DL_ERUN;
 }
 
+/* Where on constants, folded with NumPy broadcasting. */
+static int fold_where(struct ctx *c)
+{
+	struct val *v[3] = {c->in[0], c->in[1], c->in[2]};
+	int r = 0;
+	for (int k = 0; k < 3; k++) {
+		if (has_dyn(v[k]))
+			return nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
+		r = v[k]->rank > r ? v[k]->rank : r;
+	}
+	int64_t d[MAXR];
+	for (int i = 0; i < r; i++) {
+		d[i] = 1;
+		for (int k = 0; k < 3; k++) {
+			int j = i - (r - v[k]->rank);
+			int64_t dk = j >= 0 ? v[k]->dims[j] : 1;
+			if (dk != 1 && d[i] != 1 && dk != d[i])
+				return nerr(c->im, c->n, "constant operands of shapes %s and %s do not broadcast",
+					    ilist(v[k]->dims, v[k]->rank), ilist(d, i + 1));
+			d[i] = dk != 1 ? dk : d[i];
+		}
+	}
+	struct val *o = new_const(c->im, c->n->output[0], r, d, v[1]->isint && v[2]->isint);
+	if (!o)
+		return oom(c->im);
+	o->node = c->node;
+	int64_t idx[MAXR] = {0};
+	for (int64_t n = 0; n < o->numel; n++) {
+		int64_t at[3] = {0, 0, 0};
+		for (int k = 0; k < 3; k++)
+			for (int i = 0; i < r; i++) {
+				int j = i - (r - v[k]->rank);
+				if (j >= 0)
+					at[k] = at[k] * v[k]->dims[j] + (v[k]->dims[j] == 1 ? 0 : idx[i]);
+			}
+		o->d[n] = v[0]->d[at[0]] != 0 ? v[1]->d[at[1]] : v[2]->d[at[2]];
+		for (int i = r - 1; i >= 0; i--) {
+			if (++idx[i] < d[i])
+				break;
+			idx[i] = 0;
+		}
+	}
+	return 0;
+}
+
 static int m_where_any(struct ctx *c)
 {
 	if (c->n_in < 3 || !c->in[0] || !c->in[1] || !c->in[2])
 		return nerr(c->im, c->n, "needs three inputs");
 	if (all_inputs_const(c))
-		return m_where(c);
+		return fold_where(c);
 	return mask_nary(c, 3, "where", 0);
 }
 
