@@ -143,11 +143,11 @@ static int fold_where(struct ctx *c)
 {
 	struct val *v[3] = {c->in[0], c->in[1], c->in[2]};
 	int r = 0;
-	for (int k = 0; k < 3; k++) {
-		if (has_dyn(v[k]))
-			return nerr(c->im, c->n, "arithmetic on the batch size: a shape that cannot be folded");
+	/* the batch size passes through a and b (Expand's shapes) */
+	if (has_dyn(v[0]))
+		return nerr(c->im, c->n, "a condition on the batch size: a shape that cannot be folded");
+	for (int k = 0; k < 3; k++)
 		r = v[k]->rank > r ? v[k]->rank : r;
-	}
 	int64_t d[MAXR];
 	for (int i = 0; i < r; i++) {
 		d[i] = 1;
