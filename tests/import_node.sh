@@ -55,7 +55,24 @@ unrepresentable() {
 	cat <<'LIST'
 test_add_bcast                                   refuse broadcasting between operands of different rank
 test_add_uint8                                   refuse unsigned/8-bit integer data, which dlrun's float ops do not take
-test_averagepool_3d_default                      refuse a pool of rank other than 1-D and 2-D
+test_and2d                                       refuse bool inputs; dlrun inputs are float or integer
+test_and3d                                       refuse bool inputs; dlrun inputs are float or integer
+test_and4d                                       refuse bool inputs; dlrun inputs are float or integer
+test_and_bcast3v1d                               refuse bool inputs; dlrun inputs are float or integer
+test_and_bcast3v2d                               refuse bool inputs; dlrun inputs are float or integer
+test_and_bcast4v2d                               refuse bool inputs; dlrun inputs are float or integer
+test_and_bcast4v3d                               refuse bool inputs; dlrun inputs are float or integer
+test_and_bcast4v4d                               refuse bool inputs; dlrun inputs are float or integer
+test_argmax_default_axis_example                 refuse works along axis 0, the batch dimension
+test_argmax_default_axis_example_select_last_index refuse works along axis 0, the batch dimension
+test_argmax_default_axis_random                  refuse works along axis 0, the batch dimension
+test_argmax_default_axis_random_select_last_index refuse works along axis 0, the batch dimension
+test_argmax_keepdims_example_select_last_index   refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_keepdims_random_select_last_index    refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_negative_axis_keepdims_example_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_negative_axis_keepdims_random_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_no_keepdims_example_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
+test_argmax_no_keepdims_random_select_last_index refuse select_last_index (dlrun's argmax gives the first of ties)
 test_basic_conv_with_padding                     refuse the weight is a graph input, not a constant
 test_basic_conv_without_padding                  refuse the weight is a graph input, not a constant
 test_batchnorm_epsilon                           refuse the statistics are graph inputs, not constants
@@ -126,8 +143,7 @@ test_einsum_transpose                            refuse an Einsum other than a b
 test_elu                                         refuse opset 6 (dlrun import reads 7 and later)
 test_elu_default                                 refuse opset 6 (dlrun import reads 7 and later)
 test_elu_example                                 refuse opset 6 (dlrun import reads 7 and later)
-test_equal                                       refuse comparison of data (no boolean tensors)
-test_equal_bcast                                 refuse comparison of data (no boolean tensors)
+test_equal_bcast                                 refuse broadcasting between operands of different rank
 test_erf                                         refuse Erf outside GELU
 test_expand_dim_changed                          refuse the target shape is a graph input
 test_expand_dim_unchanged                        refuse the target shape is a graph input
@@ -156,8 +172,9 @@ test_globalaveragepool                           refuse opset 6 (dlrun import re
 test_globalaveragepool_precomputed               refuse opset 6 (dlrun import reads 7 and later)
 test_globalmaxpool                               refuse opset 6 (dlrun import reads 7 and later)
 test_globalmaxpool_precomputed                   refuse opset 6 (dlrun import reads 7 and later)
-test_greater                                     refuse comparison of data (no boolean tensors)
-test_greater_bcast                               refuse comparison of data (no boolean tensors)
+test_greater_bcast                               refuse broadcasting between operands of different rank
+test_greater_equal_bcast                         refuse broadcasting between operands of different rank
+test_greater_equal_bcast_expanded                refuse broadcasting between operands of different rank
 test_gru_batchwise                               refuse a recurrent input that is not the exporters' transpose of batch-first data
 test_gru_defaults                                refuse a recurrent input that is not the exporters' transpose of batch-first data
 test_gru_seq_length                              refuse a recurrent input that is not the exporters' transpose of batch-first data
@@ -188,16 +205,17 @@ test_layer_normalization_4d_axis_negative_2      refuse the extra Mean/InvStdDev
 test_layer_normalization_4d_axis_negative_3      refuse the extra Mean/InvStdDev outputs (training statistics)
 test_layer_normalization_4d_axis_negative_4      refuse the extra Mean/InvStdDev outputs (training statistics)
 test_layer_normalization_default_axis            refuse the extra Mean/InvStdDev outputs (training statistics)
-test_less                                        refuse comparison of data (no boolean tensors)
-test_less_bcast                                  refuse comparison of data (no boolean tensors)
+test_less_bcast                                  refuse broadcasting between operands of different rank
+test_less_equal_bcast                            refuse broadcasting between operands of different rank
+test_less_equal_bcast_expanded                   refuse broadcasting between operands of different rank
 test_logsoftmax_axis_0                           refuse works along axis 0, the batch dimension
+test_logsoftmax_axis_0_expanded                  refuse works along axis 0, the batch dimension
 test_lstm_batchwise                              refuse a recurrent input that is not the exporters' transpose of batch-first data
 test_lstm_defaults                               refuse a recurrent input that is not the exporters' transpose of batch-first data
 test_lstm_with_initial_bias                      refuse a recurrent input that is not the exporters' transpose of batch-first data
 test_lstm_with_peepholes                         refuse a recurrent input that is not the exporters' transpose of batch-first data
 test_matmul_2d                                   refuse matmul of operands of different rank
 test_maxpool_2d_uint8                            refuse unsigned/8-bit integer data, which dlrun's float ops do not take
-test_maxpool_3d_default                          refuse a pool of rank other than 1-D and 2-D
 test_maxpool_with_argmax_2d_precomputed_pads     refuse MaxPool's indices output
 test_maxpool_with_argmax_2d_precomputed_strides  refuse MaxPool's indices output
 test_mod_broadcast                               refuse a modulo of data (Mod is folded on constants only)
@@ -219,6 +237,14 @@ test_mvn_expanded                                refuse works along axis 0, the 
 test_not_2d                                      refuse opset 6 (dlrun import reads 7 and later)
 test_not_3d                                      refuse opset 6 (dlrun import reads 7 and later)
 test_not_4d                                      refuse opset 6 (dlrun import reads 7 and later)
+test_or2d                                        refuse bool inputs; dlrun inputs are float or integer
+test_or3d                                        refuse bool inputs; dlrun inputs are float or integer
+test_or4d                                        refuse bool inputs; dlrun inputs are float or integer
+test_or_bcast3v1d                                refuse bool inputs; dlrun inputs are float or integer
+test_or_bcast3v2d                                refuse bool inputs; dlrun inputs are float or integer
+test_or_bcast4v2d                                refuse bool inputs; dlrun inputs are float or integer
+test_or_bcast4v3d                                refuse bool inputs; dlrun inputs are float or integer
+test_or_bcast4v4d                                refuse bool inputs; dlrun inputs are float or integer
 test_pow                                         refuse Pow with an exponent other than 2 or 0.5, or of data
 test_pow_bcast_array                             refuse Pow with an exponent other than 2 or 0.5, or of data
 test_pow_bcast_scalar                            refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
@@ -235,8 +261,30 @@ test_pow_types_int64_float32                     refuse Pow with an exponent oth
 test_pow_types_int64_int64                       refuse Pow with an exponent other than 2 or 0.5, or of data
 test_range_float_type_positive_delta             refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
 test_range_int32_type_negative_delta             refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
+test_reduce_max_default_axes_keepdim_example     refuse works along axis 0, the batch dimension
+test_reduce_max_default_axes_keepdims_random     refuse works along axis 0, the batch dimension
 test_reduce_mean_default_axes_keepdims_example   refuse works along axis 0, the batch dimension
 test_reduce_mean_default_axes_keepdims_random    refuse works along axis 0, the batch dimension
+test_reduce_min_default_axes_keepdims_example    refuse works along axis 0, the batch dimension
+test_reduce_min_default_axes_keepdims_random     refuse works along axis 0, the batch dimension
+test_reduce_prod_default_axes_keepdims_example   refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_default_axes_keepdims_random    refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_do_not_keepdims_example         refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_do_not_keepdims_random          refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_keepdims_example                refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_keepdims_random                 refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_negative_axes_keepdims_example  refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_prod_negative_axes_keepdims_random   refuse a product over data (ReduceProd is folded on constants only)
+test_reduce_sum_default_axes_keepdims_example    refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_default_axes_keepdims_random     refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_do_not_keepdims_example          refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_do_not_keepdims_random           refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_empty_axes_input_noop_example    refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_empty_axes_input_noop_random     refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_keepdims_example                 refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_keepdims_random                  refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_negative_axes_keepdims_example   refuse starts/axes/split are graph inputs, not constants
+test_reduce_sum_negative_axes_keepdims_random    refuse starts/axes/split are graph inputs, not constants
 test_reflect_pad                                 refuse a padding mode other than constant
 test_reshape_allowzero_reordered                 refuse the shape is a graph input, not a constant
 test_reshape_extended_dims                       refuse the shape is a graph input, not a constant
@@ -277,6 +325,7 @@ test_slice_neg_steps                             refuse starts/axes/split are gr
 test_slice_negative_axes                         refuse starts/axes/split are graph inputs, not constants
 test_slice_start_out_of_bounds                   refuse starts/axes/split are graph inputs, not constants
 test_softmax_axis_0                              refuse works along axis 0, the batch dimension
+test_softmax_axis_0_expanded                     refuse works along axis 0, the batch dimension
 test_softplus                                    refuse opset 6 (dlrun import reads 7 and later)
 test_softplus_example                            refuse opset 6 (dlrun import reads 7 and later)
 test_split_equal_parts_1d                        refuse works along axis 0, the batch dimension
@@ -289,6 +338,11 @@ test_squeeze                                     refuse starts/axes/split are gr
 test_squeeze_negative_axes                       refuse starts/axes/split are graph inputs, not constants
 test_sub_bcast                                   refuse broadcasting between operands of different rank
 test_sub_uint8                                   refuse unsigned/8-bit integer data, which dlrun's float ops do not take
+test_tile                                        refuse the repeats are a graph input, not a constant
+test_tile_precomputed                            refuse the repeats are a graph input, not a constant
+test_top_k                                       refuse k is a graph input, not a constant
+test_top_k_negative_axis                         refuse k is a graph input, not a constant
+test_top_k_smallest                              refuse k is a graph input, not a constant
 test_training_dropout                            refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
 test_training_dropout_default                    refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
 test_training_dropout_default_mask               refuse a scalar (rank-0) graph input: dlrun inputs have a batch dimension
@@ -300,6 +354,21 @@ test_transpose_all_permutations_3                refuse the permutation moves th
 test_transpose_all_permutations_4                refuse the permutation moves the batch dimension
 test_transpose_all_permutations_5                refuse the permutation moves the batch dimension
 test_transpose_default                           refuse the permutation moves the batch dimension
+test_tril                                        refuse a matrix of rank 2 mixes the batch with the rows
+test_tril_neg                                    refuse k is a graph input of rank 0, not a constant
+test_tril_out_neg                                refuse k is a graph input of rank 0, not a constant
+test_tril_out_pos                                refuse k is a graph input of rank 0, not a constant
+test_tril_pos                                    refuse k is a graph input of rank 0, not a constant
+test_tril_square_neg                             refuse k is a graph input of rank 0, not a constant
+test_tril_zero                                   refuse a size other than the batch is dynamic
+test_triu                                        refuse a matrix of rank 2 mixes the batch with the rows
+test_triu_neg                                    refuse k is a graph input of rank 0, not a constant
+test_triu_one_row                                refuse k is a graph input of rank 0, not a constant
+test_triu_out_neg_out                            refuse k is a graph input of rank 0, not a constant
+test_triu_out_pos                                refuse k is a graph input of rank 0, not a constant
+test_triu_pos                                    refuse k is a graph input of rank 0, not a constant
+test_triu_square_neg                             refuse k is a graph input of rank 0, not a constant
+test_triu_zero                                   refuse k is a graph input of rank 0, not a constant
 test_unsqueeze_axis_0                            refuse starts/axes/split are graph inputs, not constants
 test_unsqueeze_axis_1                            refuse starts/axes/split are graph inputs, not constants
 test_unsqueeze_axis_2                            refuse starts/axes/split are graph inputs, not constants

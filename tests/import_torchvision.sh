@@ -2,8 +2,9 @@
 # The Done-when check of dlrun import (issue 10), printing TAP: torchvision's
 # resnet18, mobilenet_v2 and efficientnet_b0 on a batch of 2 images of 224 x
 # 224, and inception_v3 (75 x 75: Concat of 6), densenet121 (64 x 64: Concat
-# of up to 25) and convnext_tiny (64 x 64: layer scales as parameter
-# entries), with random weights (fixed seed), exported by torch.onnx.export
+# of up to 25), convnext_tiny (64 x 64: layer scales as parameter
+# entries) and the video classifier r3d_18 (4 frames of 32 x 32: 3-D
+# convolutions, batch norms and pools), with random weights (fixed seed), exported by torch.onnx.export
 # at opset 17, imported, run by `dlrun infer` and compared with PyTorch
 # within 1e-4 relative, by tools/check_import_torchvision.sh (the files are
 # too large to commit; one Python process exports them all, about 35 s in
@@ -30,7 +31,8 @@ if [ -z "$NPYCMP" ] || [ ! -x "$NPYCMP" ]; then
 	exit 1
 fi
 
-models="resnet18 mobilenet_v2 efficientnet_b0 inception_v3:75 densenet121:64 convnext_tiny:64"
+models="resnet18 mobilenet_v2 efficientnet_b0 inception_v3:75 densenet121:64 convnext_tiny:64
+r3d_18:32"
 DLRUN=$DLRUN NPYCMP=$NPYCMP PYTHON=$PYTHON TMPDIR=$tmp \
 	sh "$srcdir/tools/check_import_torchvision.sh" $models >"$tmp/out" 2>&1
 t_model() {

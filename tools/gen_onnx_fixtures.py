@@ -455,13 +455,13 @@ def bad_models(out):
         "unknown_ops": model(
             [helper.make_node("Relu", ["x"], ["a"], name="relu"),
              helper.make_node("NonMaxSuppression", ["a"], ["b"], name="nms"),
-             helper.make_node("TopK", ["b"], ["y"], name="topk")],
+             helper.make_node("Size", ["b"], ["y"], name="size")],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
         # an unsupported op in a node without a name (exporters often
         # leave them out): named by its place and its output
         "unnamed_node": model(
             [helper.make_node("Relu", ["x"], ["a"]),
-             helper.make_node("TopK", ["a"], ["y"])],
+             helper.make_node("Size", ["a"], ["y"])],
             [f32("x", ["N", 3])], [f32("y", ["N", 3])]),
         # a size other than the batch that is dynamic
         "dynamic_dim": model(

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The torchvision sweep of `dlrun import`: every classification model of
-torchvision 0.14, random weights (seed 0) in eval mode with batch-norm
+torchvision 0.14 and the video classifier r3d_18, random weights (seed 0) in eval mode with batch-norm
 statistics that are not the identity, exported as
 tools/check_import_torchvision.sh does (torch.onnx.export, opset 17,
 dynamic batch), imported, run by `dlrun infer` on a batch of 2 and compared
@@ -66,6 +66,8 @@ MODELS = [
     ("vit_b_16", 224),
     ("swin_t", 224),
     ("maxvit_t", 224),
+    # a video classifier (3-D convolutions): 4 frames of SIZE x SIZE
+    ("r3d_18", 32),
 ]
 
 
@@ -79,12 +81,14 @@ def save_npy(path, a):
 def export(name, size, out):
     """Writes out/NAME.onnx, NAME-input.npy and NAME-expected.npy."""
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None).eval()
+    video = not hasattr(torchvision.models, name)
+    ns = torchvision.models.video if video else torchvision.models
+    model = getattr(ns, name)(weights=None).eval()
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         # batch-norm statistics that are not the identity
         for mod in model.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
+            if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
                 mod.running_mean.copy_(torch.randn(mod.num_features, generator=g) * 0.1)
                 mod.running_var.copy_(torch.rand(mod.num_features, generator=g) + 0.5)
         # parameters initialised to one value (ViT's zero head, ConvNeXt's
@@ -92,7 +96,7 @@ def export(name, size, out):
         for p in model.parameters():
             if p.numel() > 1 and bool((p == p.flatten()[0]).all()):
                 p.add_(torch.randn(p.shape, generator=g) * 0.1)
-    x = torch.randn(2, 3, size, size, generator=g)
+    x = torch.randn((2, 3) + ((4,) if video else ()) + (size, size), generator=g)
     torch.onnx.export(model, x, os.path.join(out, name + ".onnx"), opset_version=17,
                       input_names=["x"], output_names=["y"],
                       dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})

@@ -47,6 +47,11 @@ struct val {
 	int dirs;              /* L_RNN_Y*: directions */
 	int dynzero;           /* V_CONST: zeros whose shape has the batch
 	                        * (an RNN's initial state); d has it as 1 */
+	int port;              /* V_RT: which output of its entry (TopK's
+	                        * indices are 1, `in: NAME.1`) */
+	int castfree;          /* V_RT: floats that Cast passes as they are
+	                        * (ONNX's bool as a comparison's 0/1, TopK's
+	                        * indices) */
 };
 
 enum {
@@ -71,6 +76,7 @@ struct entry {
 	int n_in;
 	const char **in;       /* [n_in] (owned array) */
 	int *in_e;             /* [n_in] producing entries, -1 for model inputs */
+	int *in_p;             /* [n_in] which output of that entry */
 	int n_par;
 	struct param par[8];
 	int live;
@@ -639,14 +645,16 @@ static struct entry *emit(struct imp *im, const Onnx__NodeProto *n,
 	e->n_in = n_in;
 	e->in = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in);
 	e->in_e = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in_e);
+	e->in_p = malloc((size_t)(n_in ? n_in : 1) * sizeof *e->in_p);
 	im->e[im->ne++] = e;   /* freed with the others from here on */
-	if (!e->in || !e->in_e) {
+	if (!e->in || !e->in_e || !e->in_p) {
 		oom(im);
 		return NULL;
 	}
 	for (int i = 0; i < n_in; i++) {
 		e->in[i] = ins[i]->ref;
 		e->in_e[i] = ins[i]->entry;
+		e->in_p[i] = ins[i]->port;
 	}
 	if (out) {
 		out->kind = V_RT;
@@ -1217,6 +1225,11 @@ static int fold_binary(struct ctx *c, char op)
 			case '=': z = x == y; break;
 			case '<': z = x < y; break;
 			case '>': z = x > y; break;
+			case 'l': z = x <= y; break;
+			case 'g': z = x >= y; break;
+			case 'n': z = x != y; break;
+			case '&': z = x != 0 && y != 0; break;
+			case '|': z = x != 0 || y != 0; break;
 			default:
 				if (o->isint) {
 					if (y == 0)
@@ -1229,7 +1242,7 @@ static int fold_binary(struct ctx *c, char op)
 				}
 			}
 		}
-		if (!o->isint && !(op == '=' || op == '<' || op == '>'))
+		if (!o->isint && !strchr("=<>lgn&|", op))
 			z = (float)z;
 		o->d[k] = z;
 		for (int i = r - 1; i >= 0; i--) {
@@ -1238,7 +1251,7 @@ static int fold_binary(struct ctx *c, char op)
 			idx[i] = 0;
 		}
 	}
-	if (op == '=' || op == '<' || op == '>')
+	if (strchr("=<>lgn&|", op))
 		o->isint = 1;
 	return 0;
 }
@@ -1276,6 +1289,7 @@ static int fuse_bias(struct ctx *c, struct val *x, struct val *b)
 	copy_shape(o, x);
 	o->ref = x->ref;
 	o->entry = x->entry;
+	o->port = x->port;
 	return 1;
 }
 
@@ -1643,14 +1657,6 @@ static int m_scatter_nd(struct ctx *c)
 	return 0;
 }
 
-static int m_compare(struct ctx *c)
-{
-	const char *t = c->n->op_type;
-	if (!is_const(c->in[0]) || !is_const(c->in[1]))
-		return nerr(c->im, c->n, "a comparison of data has no dlrun op (only constants are folded)");
-	return fold_binary(c, strcmp(t, "Equal") == 0 ? '=' : strcmp(t, "Less") == 0 ? '<' : '>');
-}
-
 /* ---- linear algebra ---- */
 
 static int m_gemm(struct ctx *c)
@@ -1972,15 +1978,15 @@ static int m_conv(struct ctx *c)
 	if (!is_const(w))
 		return nerr(im, c->n, "the weight must be a constant");
 	int sd = x->rank - 2;
-	if (sd < 1 || sd > 2)
-		return nerr(im, c->n, "input of rank %d: dlrun has 1D and 2D convolutions", x->rank);
+	if (sd < 1 || sd > 3)
+		return nerr(im, c->n, "input of rank %d: dlrun has 1D, 2D and 3D convolutions", x->rank);
 	if (w->rank != x->rank)
 		return nerr(im, c->n, "weight of rank %d for data of rank %d", w->rank, x->rank);
 	int64_t g = attr_i(c->n, "group", 1);
 	if (g < 1 || x->dims[1] % g)
 		return nerr(im, c->n, "attribute 'group' %lld does not divide the %lld channels",
 			    (long long)g, (long long)x->dims[1]);
-	int64_t k[2] = {0}, s[2] = {1, 1}, dil[2] = {1, 1}, pb[2] = {0}, pe[2] = {0}, op[2] = {0, 0};
+	int64_t k[3] = {0}, s[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pb[3] = {0}, pe[3] = {0}, op[3] = {0};
 	for (int i = 0; i < sd; i++)
 		k[i] = w->dims[2 + i];
 	int nk;
@@ -2017,7 +2023,10 @@ static int m_conv(struct ctx *c)
 		}
 		for (int i = 0; o && i < sd; i++)
 			op[i] = o[i];
-		if (o && !(op[0] == 0 && (sd == 1 || op[1] == 0)) &&
+		int anyop = 0;
+		for (int i = 0; i < sd; i++)
+			anyop |= op[i] != 0;
+		if (anyop &&
 		    hp_add(im, &hp, "output_padding: %s", ilist(op, sd)))
 			goto fail;
 	}
@@ -2045,8 +2054,11 @@ static int m_conv(struct ctx *c)
 	set_shape(o, x->rank, od);
 	char buf[256];
 	const char *tp = torch_prefix(w, buf, sizeof buf);
-	const char *opn = transposed ? (sd == 1 ? "conv_transpose1d" : "conv_transpose2d")
-				     : (sd == 1 ? "conv1d" : "conv2d");
+	static const char *const conv_ops[2][3] = {
+		{"conv1d", "conv2d", "conv3d"},
+		{"conv_transpose1d", "conv_transpose2d", "conv_transpose3d"},
+	};
+	const char *opn = conv_ops[transposed][sd - 1];
 	struct entry *e = emit(im, c->n, tp, NULL, opn, hp, &x, 1, o);
 	if (!e)
 		return DL_ERUN;
@@ -2068,8 +2080,8 @@ static int m_pool(struct ctx *c)
 		return rc;
 	struct val *x = c->in[0];
 	int sd = x->rank - 2;
-	if (sd < 1 || sd > 2)
-		return nerr(im, c->n, "input of rank %d: dlrun has 1D and 2D pools", x->rank);
+	if (sd < 1 || sd > 3)
+		return nerr(im, c->n, "input of rank %d: dlrun has 1D, 2D and 3D pools", x->rank);
 	if (c->n->n_output > 1 && c->n->output[1][0])
 		return nerr(im, c->n, "output 'Indices' has no dlrun equivalent");
 	if (attr_i(c->n, "storage_order", 0))
@@ -2078,7 +2090,7 @@ static int m_pool(struct ctx *c)
 	const int64_t *ks = attr_ints(c->n, "kernel_shape", &nk);
 	if (!ks || nk != sd)
 		return nerr(im, c->n, "attribute 'kernel_shape' must give %d sizes", sd);
-	int64_t k[2] = {0}, s[2] = {1, 1}, dil[2] = {1, 1}, pb[2] = {0}, pe[2] = {0};
+	int64_t k[3] = {0}, s[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pb[3] = {0}, pe[3] = {0};
 	for (int i = 0; i < sd; i++)
 		k[i] = ks[i];
 	if ((rc = spatial_attr(c, "strides", sd, s)))
@@ -2120,8 +2132,11 @@ static int m_pool(struct ctx *c)
 	if (!o)
 		goto fail;
 	set_shape(o, x->rank, od);
-	const char *opn = maxp ? (sd == 1 ? "max_pool1d" : "max_pool2d")
-			       : (sd == 1 ? "avg_pool1d" : "avg_pool2d");
+	static const char *const pool_ops[2][3] = {
+		{"avg_pool1d", "avg_pool2d", "avg_pool3d"},
+		{"max_pool1d", "max_pool2d", "max_pool3d"},
+	};
+	const char *opn = pool_ops[maxp][sd - 1];
 	return emit(im, c->n, NULL, NULL, opn, hp, &x, 1, o) ? 0 : DL_ERUN;
 fail:
 	free(hp);
@@ -2136,8 +2151,8 @@ static int m_global_pool(struct ctx *c)
 	struct val *x = c->in[0];
 	int sd = x->rank - 2;
 	int maxp = strcmp(c->n->op_type, "GlobalMaxPool") == 0;
-	if (sd < 1 || sd > 2)
-		return nerr(c->im, c->n, "input of rank %d: dlrun has 1D and 2D pools", x->rank);
+	if (sd < 1 || sd > 3 || (sd == 3 && maxp))
+		return nerr(c->im, c->n, "input of rank %d: dlrun has 1D and 2D global pools, and 3D average ones", x->rank);
 	struct val *o = out_val(c, 0, V_RT);
 	if (!o)
 		return oom(c->im);
@@ -2148,7 +2163,7 @@ static int m_global_pool(struct ctx *c)
 	if (hp_add(c->im, &hp, "output_size: 1"))
 		return DL_ERUN;
 	const char *opn = maxp ? (sd == 1 ? "adaptive_max_pool1d" : "adaptive_max_pool2d")
-			       : (sd == 1 ? "adaptive_avg_pool1d" : "adaptive_avg_pool2d");
+			       : (sd == 1 ? "adaptive_avg_pool1d" : sd == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d");
 	return emit(c->im, c->n, NULL, NULL, opn, hp, &x, 1, o) ? 0 : DL_ERUN;
 }
 
@@ -2163,8 +2178,8 @@ static int m_batch_norm(struct ctx *c)
 	if (attr_i(c->n, "training_mode", 0) || (c->n->n_output > 1))
 		return nerr(im, c->n, "attribute 'training_mode' (batch statistics) is not inference");
 	struct val *x = c->in[0];
-	if (x->rank < 2 || x->rank > 4)
-		return nerr(im, c->n, "input of rank %d: dlrun has batch_norm1d and batch_norm2d", x->rank);
+	if (x->rank < 2 || x->rank > 5)
+		return nerr(im, c->n, "input of rank %d: dlrun has batch_norm1d, batch_norm2d and batch_norm3d", x->rank);
 	int64_t ch = x->dims[1];
 	for (int k = 1; k <= 4; k++)
 		if (k >= c->n_in || !is_const(c->in[k]) || c->in[k]->numel != ch)
@@ -2181,7 +2196,7 @@ static int m_batch_norm(struct ctx *c)
 	copy_shape(o, x);
 	char buf[256];
 	const char *tp = torch_prefix(c->in[1], buf, sizeof buf);
-	struct entry *e = emit(im, c->n, tp, NULL, x->rank == 4 ? "batch_norm2d" : "batch_norm1d",
+	struct entry *e = emit(im, c->n, tp, NULL, x->rank == 5 ? "batch_norm3d" : x->rank == 4 ? "batch_norm2d" : "batch_norm1d",
 			       hp, &x, 1, o);
 	if (!e)
 		return DL_ERUN;
@@ -2287,9 +2302,25 @@ static int emit_reshape(struct ctx *c, struct val *x, int rank, const int64_t *d
 		o->kind = V_RT;
 		o->ref = x->ref;
 		o->entry = x->entry;
+		o->port = x->port;
 		return 0;
 	}
 	char *hp = NULL;
+	if (rank == 1) {
+		/* one value per sample ([N, 1] squeezed, a greedy decoder's
+		 * topk(1) index): reshape cannot give [N]; a sum over the
+		 * dimensions of size 1 does, exactly */
+		int64_t ax[MAXR];
+		for (int i = 1; i < x->rank; i++)
+			ax[i - 1] = i;
+		if (numel_of(x->rank - 1, x->dims + 1) != 1 || x->rank < 2)
+			return nerr(c->im, c->n, "data of shape %s reshaped to one value per sample",
+				    ilist(x->dims, x->rank));
+		if (hp_add(c->im, &hp, "dim: %s", ilist(ax, x->rank - 1)))
+			return DL_ERUN;
+		o->isint = x->isint;
+		return emit(c->im, c->n, NULL, suffix, "sum", hp, &x, 1, o) ? 0 : DL_ERUN;
+	}
 	if (hp_add(c->im, &hp, "shape: %s", ilist(d + 1, rank - 1)))
 		return DL_ERUN;
 	return emit(c->im, c->n, NULL, suffix, "reshape", hp, &x, 1, o) ? 0 : DL_ERUN;
@@ -3072,6 +3103,7 @@ static int emit_slice(struct ctx *c, struct val *x, int64_t dim, int64_t st,
 		o->kind = V_RT;
 		o->ref = x->ref;
 		o->entry = x->entry;
+		o->port = x->port;
 		return 0;
 	}
 	if (len == 0)
@@ -3469,7 +3501,10 @@ static int m_reduce_mean(struct ctx *c)
 	}
 	if (keep && hp_add(im, &hp, "keepdim: true"))
 		return DL_ERUN;
-	return emit(im, c->n, NULL, NULL, "mean", hp, &x, 1, o) ? 0 : DL_ERUN;
+	const char *t = c->n->op_type;
+	const char *dlop = strcmp(t, "ReduceMax") == 0 ? "max" : strcmp(t, "ReduceMin") == 0 ? "min"
+			 : strcmp(t, "ReduceSum") == 0 ? "sum" : "mean";
+	return emit(im, c->n, NULL, NULL, dlop, hp, &x, 1, o) ? 0 : DL_ERUN;
 }
 
 /* ---- recurrent layers ---- */
@@ -3692,8 +3727,15 @@ static int m_cast(struct ctx *c)
 	int toint = to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && to != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE &&
 		    to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16;
 	if (is_rt(x)) {
-		if (toint == x->isint)
+		if (toint == x->isint || x->castfree)
 			return alias(c, x, 0);
+		/* integers are floats that hold them already */
+		if (x->isint && !toint) {
+			if (alias(c, x, 0))
+				return DL_ERUN;
+			c->im->v[c->im->nv - 1]->isint = 0;
+			return 0;
+		}
 		return nerr(c->im, c->n, "attribute 'to' %lld converts data between integers and floats, which dlrun does not",
 			    (long long)to);
 	}
@@ -3735,31 +3777,6 @@ static int m_range(struct ctx *c)
 	o->node = c->node;
 	for (int64_t i = 0; i < n; i++)
 		o->d[i] = s + (double)i * d;
-	return 0;
-}
-
-static int m_where(struct ctx *c)
-{
-	int rc = need_all_const(c);
-	if (rc)
-		return rc;
-	if (c->n_in < 3 || !c->in[0] || !c->in[1] || !c->in[2])
-		return nerr(c->im, c->n, "needs three inputs");
-	struct val *cond = c->in[0], *a = c->in[1], *b = c->in[2];
-	/* condition, x and y of one shape, or scalars */
-	int64_t n = cond->numel > a->numel ? cond->numel : a->numel;
-	n = n > b->numel ? n : b->numel;
-	const struct val *big = cond->numel == n ? cond : a->numel == n ? a : b;
-	if ((cond->numel != n && cond->numel != 1) || (a->numel != n && a->numel != 1) ||
-	    (b->numel != n && b->numel != 1))
-		return nerr(c->im, c->n, "operands of shapes other than equal or scalar are not folded");
-	struct val *o = new_const(c->im, c->n->output[0], big->rank, big->dims, a->isint && b->isint);
-	if (!o)
-		return oom(c->im);
-	o->node = c->node;
-	for (int64_t i = 0; i < n; i++)
-		o->d[i] = cond->d[cond->numel == 1 ? 0 : i] ? a->d[a->numel == 1 ? 0 : i]
-							    : b->d[b->numel == 1 ? 0 : i];
 	return 0;
 }
 
@@ -3911,6 +3928,8 @@ static int m_not(struct ctx *c)
 	return 0;
 }
 
+#include "onnx_masks.c"
+
 /* ---- the op table ---- */
 
 struct onnx_op {
@@ -3922,9 +3941,11 @@ struct onnx_op {
 static const struct onnx_op ops[] = {
 	{"Abs", "", m_abs},
 	{"Add", "", m_add},
+	{"And", "", m_compare_any},
 	{"AveragePool", "auto_pad ceil_mode count_include_pad kernel_shape pads strides", m_pool},
 	{"BatchNormalization", "epsilon momentum training_mode spatial", m_batch_norm},
-	{"Cast", "to saturate", m_cast},
+	{"ArgMax", "axis keepdims select_last_index", m_argmax},
+	{"Cast", "to saturate", m_cast_any},
 	{"Clip", "min max", m_clip},
 	{"Concat", "axis", m_concat},
 	{"Constant", "value value_float value_floats value_int value_ints", m_constant},
@@ -3934,11 +3955,11 @@ static const struct onnx_op ops[] = {
 	{"Div", "", m_div},
 	{"Dropout", "ratio seed training_mode", m_identity},
 	{"Elu", "alpha", m_elu},
-	{"Equal", "", m_compare},
+	{"Equal", "", m_compare_any},
 	{"Einsum", "equation", m_einsum},
 	{"Erf", "", m_erf},
 	{"Exp", "", m_exp},
-	{"Expand", "", m_expand},
+	{"Expand", "", m_expand_any},
 	{"Flatten", "axis", m_flatten},
 	{"Gather", "axis", m_gather},
 	{"Gelu", "approximate", m_gelu},
@@ -3946,14 +3967,16 @@ static const struct onnx_op ops[] = {
 	{"Gemm", "alpha beta transA transB", m_gemm},
 	{"GlobalAveragePool", "", m_global_pool},
 	{"GlobalMaxPool", "", m_global_pool},
-	{"Greater", "", m_compare},
+	{"Greater", "", m_compare_any},
+	{"GreaterOrEqual", "", m_compare_any},
 	{"HardSigmoid", "alpha beta", m_hardsigmoid},
 	{"HardSwish", "", m_hardswish},
 	{"Identity", "", m_identity},
 	{"InstanceNormalization", "epsilon", m_instance_norm},
 	{"LayerNormalization", "axis epsilon stash_type", m_layer_norm},
 	{"LeakyRelu", "alpha", m_leaky_relu},
-	{"Less", "", m_compare},
+	{"Less", "", m_compare_any},
+	{"LessOrEqual", "", m_compare_any},
 	{"Log", "", m_log},
 	{"LSTM", "activation_alpha activation_beta activations clip direction hidden_size input_forget layout", m_rnn},
 	{"LogSoftmax", "axis", m_log_softmax},
@@ -3963,12 +3986,17 @@ static const struct onnx_op ops[] = {
 	{"Mod", "fmod", m_mod},
 	{"Mul", "", m_mul},
 	{"Neg", "", m_neg},
-	{"Not", "", m_not},
+	{"Not", "", m_not_any},
+	{"Or", "", m_compare_any},
 	{"Pad", "mode pads value", m_pad},
 	{"Pow", "", m_pow},
 	{"RNN", "activation_alpha activation_beta activations clip direction hidden_size layout", m_rnn},
 	{"Range", "", m_range},
-	{"ReduceMean", "axes keepdims noop_with_empty_axes", m_reduce_mean},
+	{"ReduceMax", "axes keepdims noop_with_empty_axes", m_reduce},
+	{"ReduceMean", "axes keepdims noop_with_empty_axes", m_reduce},
+	{"ReduceMin", "axes keepdims noop_with_empty_axes", m_reduce},
+	{"ReduceProd", "axes keepdims noop_with_empty_axes", m_reduce},
+	{"ReduceSum", "axes keepdims noop_with_empty_axes", m_reduce},
 	{"Relu", "", m_relu},
 	{"Reshape", "allowzero", m_reshape},
 	{"ScatterND", "reduction", m_scatter_nd},
@@ -3983,9 +4011,12 @@ static const struct onnx_op ops[] = {
 	{"Squeeze", "axes", m_squeeze_like},
 	{"Sub", "", m_sub},
 	{"Tanh", "", m_tanh},
+	{"Tile", "", m_tile},
+	{"TopK", "axis largest sorted", m_topk},
 	{"Transpose", "perm", m_transpose},
+	{"Trilu", "upper", m_trilu},
 	{"Unsqueeze", "axes", m_squeeze_like},
-	{"Where", "", m_where},
+	{"Where", "", m_where_any},
 };
 
 static const struct onnx_op *op_find(const char *type)
@@ -4146,12 +4177,23 @@ static int run_nodes(struct imp *im)
 		}
 		if (n->n_output < 1)
 			return nerr(im, n, "no outputs");
+		/* integer ids, 0/1 masks and indices stay what they are through
+		 * ops that only move or pick values */
+		struct val *x0 = c.n_in > 0 && is_rt(c.in[0]) ? c.in[0] : NULL;
+		int keeps = x0 && (x0->isint || x0->castfree) && word_in(n->op_type,
+			"Reshape Unsqueeze Squeeze Slice Transpose Flatten Split Expand Tile Gather");
 		int before = im->nv;
 		int rc = op->map(&c);
 		if (rc)
 			return rc;
 		for (int k = before; dynzero_in && k < im->nv; k++)
 			im->v[k]->dynzero = im->v[k]->kind == V_CONST;
+		for (int k = before; keeps && k < im->nv; k++) {
+			if (im->v[k]->kind == V_RT && im->v[k]->node == (int)i) {
+				im->v[k]->isint |= x0->isint;
+				im->v[k]->castfree |= x0->castfree;
+			}
+		}
 	}
 	return 0;
 }
@@ -4295,13 +4337,14 @@ static int write_files(struct imp *im, const char *yaml_path, char **outs, int n
 				fprintf(f, "    in: ");
 			if (e->n_in == 0) {
 				/* parameter: no input */
-			} else if (e->n_in == 1) {
-				fprintf(f, "%s\n", e->in[0]);
 			} else {
-				fprintf(f, "[");
-				for (int j = 0; j < e->n_in; j++)
+				fprintf(f, "%s", e->n_in > 1 ? "[" : "");
+				for (int j = 0; j < e->n_in; j++) {
 					fprintf(f, "%s%s", j ? ", " : "", e->in[j]);
-				fprintf(f, "]\n");
+					if (e->in_p[j] > 0)
+						fprintf(f, ".%d", e->in_p[j]);
+				}
+				fprintf(f, "%s\n", e->n_in > 1 ? "]" : "");
 			}
 			fprintf(f, "    %s: {%s}\n", e->op, e->hp ? e->hp : "");
 		}
@@ -4377,7 +4420,7 @@ static int translate(struct imp *im, const char *yaml_path)
 			break;
 		/* an output that is a model input, or that another output already
 		 * names, gets an identity entry of its own */
-		int dup = v->entry < 0;
+		int dup = v->entry < 0 || v->port > 0;
 		for (size_t j = 0; j < i; j++)
 			dup |= strcmp(outs[j], v->ref) == 0;
 		if (dup) {
@@ -4427,6 +4470,7 @@ int dl_onnx_import_buffer(const void *buf, size_t size, const char *onnx_path,
 		free(im.e[i]->base);
 		free(im.e[i]->in);
 		free(im.e[i]->in_e);
+		free(im.e[i]->in_p);
 		for (int j = 0; j < im.e[i]->n_par; j++)
 			free(im.e[i]->par[j].data);
 		free(im.e[i]);
