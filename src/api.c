@@ -405,7 +405,7 @@ int dlrun_train_step(dlrun_model *m, const struct dlrun_tensor *in, int n_in,
 	if (rc == 0)
 		rc = dl_session_restore(m->s, &err);
 	if (rc == 0) {
-		struct dl_ctx ctx = {.train = 1, .rng = &m->rng, .threads = dl_threads()};
+		struct dl_ctx ctx = {.train = 1, .rng = &m->rng};
 		rc = dl_train_step(&m->step, &b, m->lr, m->steps + 1, &ctx, &l, &err);
 		if (rc == 0)
 			m->steps++;

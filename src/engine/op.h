@@ -186,7 +186,6 @@ struct dl_ctx {
 	                            * not training */
 	int train;                 /* PyTorch's train() semantics */
 	struct dl_rng *rng;        /* dropout masks (training) */
-	int threads;
 	const float *const *dout;  /* backward of a node with several outputs:
 	                            * dL/d output k for k < n_out */
 	const struct dl_shard *shard;  /* data-parallel training, else NULL */

@@ -109,7 +109,7 @@ static int forward(struct dl_session *s, float *const *in,
 		return rc;
 	if (s->pack && !s->xwt)
 		s->xwt = dl_xwt_set_new(g);
-	struct dl_ctx ctx = {.train = 0, .rng = &s->rng, .threads = dl_threads(),
+	struct dl_ctx ctx = {.train = 0, .rng = &s->rng,
 			      .fixed_weights = s->fixed, .fuse = g->fuse,
 			      .xwt = s->pack ? s->xwt : NULL, .step = step};
 	dl_graph_forward(g, in, &ctx);

@@ -106,7 +106,7 @@ static int validate(struct dl_trainer *t, double *loss, double *acc, struct dl_e
 {
 	const struct dl_dataset *d = t->val;
 	struct dl_dist *D = dist_of(t);
-	struct dl_ctx ctx = {.train = 0, .rng = &t->pos.rng, .threads = dl_threads()};
+	struct dl_ctx ctx = {.train = 0, .rng = &t->pos.rng};
 	double sum = 0;
 	int64_t correct = 0, counted = 0, seen = 0;
 	for (int64_t off = 0; off < d->n; off += t->batch) {
@@ -280,7 +280,7 @@ static int stopped(struct dl_trainer *t, struct dl_error *err)
 
 int dl_trainer_run(struct dl_trainer *t, struct dl_error *err)
 {
-	struct dl_ctx ctx = {.train = 1, .rng = &t->pos.rng, .threads = dl_threads()};
+	struct dl_ctx ctx = {.train = 1, .rng = &t->pos.rng};
 	int64_t n = t->train->n, bs = t->batch;
 	int64_t nb = (n + bs - 1) / bs;
 	double t0 = now(), waited = 0;

@@ -50,7 +50,7 @@ struct bench {
 /* One timed iteration: a forward pass, or forward + backward + step. */
 static int iterate(struct bench *B, struct dl_error *err)
 {
-	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng, .threads = dl_threads(),
+	struct dl_ctx ctx = {.train = B->train, .rng = &B->rng,
 			      .fixed_weights = !B->train, .fuse = B->g->fuse, .xwt = B->xwt};
 	if (!B->train) {
 		dl_step_forward(&B->step, B->in, &ctx);

@@ -54,7 +54,7 @@ static void kink_sides(void *arg, const struct dl_node *n, const struct dl_tenso
 static double objective(struct check *C, int train, uint64_t *sides)
 {
 	double aux = 0;  /* auxiliary losses (balance_loss) are part of L */
-	struct dl_ctx ctx = {.train = train, .rng = &C->rng, .threads = dl_threads(),
+	struct dl_ctx ctx = {.train = train, .rng = &C->rng,
 			     .aux_loss = &aux};
 	dl_rng_seed(&C->rng, C->seed + 17);
 	C->sides = 0xcbf29ce484222325ull;
@@ -378,7 +378,7 @@ static int gradcheck_main(int argc, char **argv, struct dl_error *err)
 	const char *worst_where = "";
 	char worst_buf[600];
 	if (rc == 0) {
-		struct dl_ctx ctx = {.train = 1, .rng = &C.rng, .threads = dl_threads()};
+		struct dl_ctx ctx = {.train = 1, .rng = &C.rng};
 		C.step = (struct dl_step){.g = g, .dout = C.r};
 		g->on_forward = kink_sides;
 		g->on_forward_arg = &C;
