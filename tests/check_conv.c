@@ -175,7 +175,6 @@ static int h_setup(struct harness *h, const char *op, const char *hps,
 	h->ctx.saved = h->saved;
 	h->ctx.train = train;
 	h->ctx.rng = &h->rng;
-	h->ctx.threads = 1;
 	return 0;
 }
 

@@ -283,7 +283,6 @@ START_TEST(composites_live_in_the_plan)
 		struct dl_ctx ctx = {0};
 		ctx.train = train;
 		ctx.rng = &r;
-		ctx.threads = 1;
 		dl_graph_forward(g, ins, &ctx);
 		int inner_params = 0;
 		for (int i = 0; i < g->n_nodes; i++) {
@@ -369,7 +368,6 @@ START_TEST(inner_fusion_both_ways)
 	for (int run = 0; run < 3; run++) {
 		struct dl_ctx ctx = {0};
 		ctx.rng = &r;
-		ctx.threads = 1;
 		ctx.fixed_weights = 1;
 		ctx.fuse = run != 1;
 		dl_graph_forward(g, ins, &ctx);
@@ -1089,7 +1087,6 @@ START_TEST(output_grad_in_place)
 	struct dl_ctx ctx = {0};
 	ctx.train = 1;
 	ctx.rng = &r;
-	ctx.threads = 1;
 	const float *dout[1] = {dy};
 	dl_graph_forward(g, ins, &ctx);
 	dl_graph_zero_grad(g);

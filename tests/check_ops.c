@@ -92,7 +92,6 @@ static void rig_alloc(struct rig *r, int train, double away, double shift)
 	r->ctx.saved = r->saved;
 	r->ctx.train = train;
 	r->ctx.rng = &r->rng;
-	r->ctx.threads = 1;
 }
 
 static void rig_free(struct rig *r)

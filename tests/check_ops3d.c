@@ -63,7 +63,6 @@ static void open3(struct node3 *t, const char *op, const char *hps, const int64_
 	t->ctx.saved = t->saved;
 	t->ctx.train = train;
 	t->ctx.rng = &t->rng;
-	t->ctx.threads = dl_threads();
 }
 
 static void run3(struct node3 *t)

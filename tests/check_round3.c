@@ -147,7 +147,6 @@ START_TEST(test_round3_fixture)
 	struct dl_ctx ctx;
 	memset(&ctx, 0, sizeof ctx);
 	ctx.ws = ws;
-	ctx.threads = 1;
 	op->forward(&n, in, out, &ctx);
 	for (int k = 0; k < n_out; k++) {
 		snprintf(what, sizeof what, "y%d", k);
