@@ -178,8 +178,8 @@ static int advance(struct dec *d, int64_t r0, int64_t r1, row_fn fn, struct dl_e
 	return 0;
 }
 
-/* log softmax of logits at id */
-static double logprob(const float *l, int64_t V, int64_t id)
+/* log sum_j exp(l[j]), in double */
+static double logsumexp(const float *l, int64_t V)
 {
 	float m = -INFINITY;
 	for (int64_t j = 0; j < V; j++)
@@ -188,7 +188,13 @@ static double logprob(const float *l, int64_t V, int64_t id)
 	double s = 0.0;
 	for (int64_t j = 0; j < V; j++)
 		s += exp((double)l[j] - m);
-	return (double)l[id] - m - log(s);
+	return m + log(s);
+}
+
+/* log softmax of logits at id */
+static double logprob(const float *l, int64_t V, int64_t id)
+{
+	return (double)l[id] - logsumexp(l, V);
 }
 
 static int64_t argmax(const float *l, int64_t V)
@@ -441,14 +447,7 @@ static int beam_step(struct beam *Bm, int64_t p, int first, struct dl_error *err
 			continue;
 		const float *l = Bm->last + (r0 + b) * V;
 		/* each beam's B best tokens suffice for the B best overall */
-		float m = -INFINITY;
-		for (int64_t j = 0; j < V; j++)
-			if (l[j] > m)
-				m = l[j];
-		double s = 0.0;
-		for (int64_t j = 0; j < V; j++)
-			s += exp((double)l[j] - m);
-		double lse = m + log(s);
+		double lse = logsumexp(l, V);
 		for (int k = 0; k < B && k < V; k++) {
 			int64_t best = -1;
 			for (int64_t j = 0; j < V; j++) {
