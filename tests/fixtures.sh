@@ -7,7 +7,8 @@
 #
 # Environment: DLRUN (the binary), NPYCMP (tests/npycmp), srcdir (set by
 # automake; defaults to this script's parent directory), DLRUN_VALGRIND=yes
-# to run dlrun under valgrind.
+# to run dlrun under valgrind, DLRUN_OP=OP to run only the cases whose
+# model uses op OP (tests/op.sh).
 
 : "${srcdir:=$(dirname "$0")/..}"
 DLRUN=${DLRUN:-./src/dlrun}
@@ -39,10 +40,22 @@ else
 	set --
 fi
 
+# wanted DIR: the case is run (DLRUN_OP unset, or its model uses that op
+# as an entry's key)
+wanted() {
+	[ -f "$1/model.yaml" ] || return 1
+	[ -z "${DLRUN_OP:-}" ] ||
+		grep -qE "(^|[-{, ]) *${DLRUN_OP}(:|\$| *[,}])" "$1/model.yaml"
+}
+
 n=0
 for d in "$srcdir"/tests/fixtures/*/*/; do
-	[ -f "$d/model.yaml" ] && n=$((n + 1))
+	wanted "$d" && n=$((n + 1))
 done
+if [ "$n" -eq 0 ] && [ -n "${DLRUN_OP:-}" ]; then
+	echo "1..0 # SKIP no fixture uses $DLRUN_OP"
+	exit 0
+fi
 if [ "$n" -eq 0 ]; then
 	echo "1..1"
 	echo "not ok 1 - no fixtures under $srcdir/tests/fixtures"
@@ -58,7 +71,7 @@ diag() {
 i=0
 for d in "$srcdir"/tests/fixtures/*/*/; do
 	d=${d%/}
-	[ -f "$d/model.yaml" ] || continue
+	wanted "$d" || continue
 	i=$((i + 1))
 	name=${d#"$srcdir"/tests/fixtures/}
 	# Under valgrind, the batch-1 and --batch-size 2 variants of a case run

@@ -225,6 +225,13 @@ valgrind_every() {
 	fi
 }
 
+# uses_op FILE: FILE (a model) uses op $DLRUN_OP as an entry's key, or
+# DLRUN_OP is unset (tests/op.sh runs one op's cases of the scripts)
+uses_op() {
+	[ -z "${DLRUN_OP:-}" ] ||
+		grep -qE "(^|[-{, ]) *${DLRUN_OP}(:|\$| *[,}])" "$1"
+}
+
 # expect_rc N: the last run exited N
 expect_rc() {
 	[ "$rc" = "$1" ] || fail "exit code $rc, expected $1"
