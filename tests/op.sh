@@ -23,6 +23,12 @@ fi
 DLRUN_OP=$op
 export DLRUN DLRUN_OP srcdir
 : "${NPYCMP:=$(pwd)/tests/npycmp}"
+# npycmp compares the outputs; `make check` builds it, a fresh build has
+# not yet
+if [ ! -x "$NPYCMP" ] && ! make -s tests/npycmp >/dev/null 2>&1; then
+	echo "Bail out! $NPYCMP is not built: run 'make tests/npycmp' in the build directory"
+	exit 1
+fi
 export NPYCMP
 
 t_ops() {
