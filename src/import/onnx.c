@@ -3928,7 +3928,7 @@ static int m_not(struct ctx *c)
 	return 0;
 }
 
-#include "onnx_masks.c"
+#include "onnx_masks.inc"
 
 /* ---- the op table ---- */
 
